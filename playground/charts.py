@@ -1,0 +1,184 @@
+"""Figures and tables of a run: pure functions from a Comparison (and telemetry samples) to plotly figures
+and pandas DataFrames. Called several times a second while streaming, so they stay cheap: plain lists,
+no per-token work beyond one pass.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from playground.comparison import Comparison, EngineTrace
+from playground.events import BASELINE, SPECULATIVE, SpecDecodeCounters
+
+COLORS = {BASELINE: "#4C78A8", SPECULATIVE: "#F58518"}
+LABELS = {BASELINE: "baseline", SPECULATIVE: "speculative"}
+HEIGHT = 300
+# plotly_white's look, spelled out: a template costs ~10 ms to validate on every figure.
+_AXIS = {"gridcolor": "#EBF0F8", "zerolinecolor": "#EBF0F8", "linecolor": "#C8D4E3", "automargin": True}
+
+
+def _layout(title: str, x_title: str, y_title: str, revision: str) -> dict:
+    return {
+        "title": {"text": title, "font": {"size": 14}, "x": 0.01},
+        "height": HEIGHT, "margin": {"l": 50, "r": 10, "t": 40, "b": 40},
+        "paper_bgcolor": "white", "plot_bgcolor": "white", "font": {"color": "#2a3f5f"},
+        "legend": {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"},
+        "uirevision": revision,  # keep zoom and hidden traces across the live updates of one chart
+        "xaxis": {**_AXIS, "title": {"text": x_title}, "rangemode": "tozero"},
+        "yaxis": {**_AXIS, "title": {"text": y_title}, "rangemode": "tozero"},
+    }
+
+
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    # Built from plain dicts: plotly's add_trace/update_layout/make_subplots cost ~25 ms a figure, too much
+    # to redraw several times a second on a CPU the engines are using; this costs a few ms.
+    return go.Figure({"data": data, "layout": layout})
+
+
+def run_origin(comparison: Comparison) -> float | None:
+    """Time zero of a run's charts: when the requests were submitted."""
+    times = [t.submitted_at for t in comparison.traces.values() if t.submitted_at is not None]
+    return min(times) if times else None
+
+
+def rate_over_time(trace: EngineTrace, origin: float) -> tuple[list[float], list[float]]:
+    """Decode tokens/s so far (the summary's definition: tokens after the first / time since the first),
+    at each step's arrival, seconds after `origin`."""
+    xs, ys = [], []
+    if len(trace.step_times) < 2:
+        return xs, ys
+    first_time, first_size = trace.step_times[0], trace.step_sizes[0]
+    produced = first_size
+    for size, when in zip(trace.step_sizes[1:], trace.step_times[1:]):
+        produced += size
+        elapsed = when - first_time
+        if elapsed > 0:
+            xs.append(round(when - origin, 4))
+            ys.append(round((produced - first_size) / elapsed, 3))
+    return xs, ys
+
+
+def _line(xs, ys, role: str, name: str | None = None, **extra) -> dict:
+    return {"type": "scatter", "x": xs, "y": ys, "mode": "lines", "name": name or LABELS[role],
+            "line": {"color": COLORS[role], "width": 2}, **extra}
+
+
+def tokens_per_s_figure(comparison: Comparison) -> go.Figure:
+    origin = run_origin(comparison)
+    data = [_line(*(rate_over_time(comparison.traces[role], origin) if origin is not None else ([], [])), role)
+            for role in (BASELINE, SPECULATIVE)]
+    return _figure(data, _layout("Decode tokens/s (running average)", "seconds since submit", "tokens/s", "rate"))
+
+
+def acceptance_figure(history: Iterable[tuple[float, SpecDecodeCounters]], counters: SpecDecodeCounters,
+                      k: int | None, origin: float | None) -> go.Figure:
+    """Left: acceptance rate so far (accepted / drafted) over time. Right: per draft position, the share of
+    drafts whose token at that position was accepted."""
+    xs, ys = [], []
+    for when, snapshot in history:
+        rate = snapshot.acceptance_rate
+        if rate is not None and origin is not None:
+            xs.append(round(when - origin, 4))
+            ys.append(round(rate, 4))
+    positions = max(k or 0, len(counters.accepted_per_position))
+    per_pos = list(counters.accepted_per_position) + [0] * (positions - len(counters.accepted_per_position))
+    drafts = counters.num_drafts
+    shares = [round(n / drafts, 4) if drafts else 0.0 for n in per_pos]
+    data = [
+        _line(xs, ys, SPECULATIVE, "acceptance rate", showlegend=False),
+        {"type": "bar", "x": [str(i + 1) for i in range(positions)], "y": shares, "name": "accepted share",
+         "marker": {"color": COLORS[SPECULATIVE]}, "showlegend": False, "xaxis": "x2", "yaxis": "y2",
+         "customdata": per_pos, "text": [f"{s:.0%}" for s in shares], "textposition": "outside",
+         "hovertemplate": "position %{x}: %{customdata} of " + str(drafts) + " drafts<extra></extra>"},
+    ]
+    layout = _layout("", "seconds since submit", "accepted / drafted", "acceptance")
+    layout["margin"] = {"l": 50, "r": 10, "t": 30, "b": 40}
+    layout["xaxis"]["domain"] = [0, 0.5]
+    layout["yaxis"].update(range=[0, 1.12], tickformat=".0%")
+    layout["xaxis2"] = {**_AXIS, "domain": [0.62, 1], "anchor": "y2", "type": "category",
+                        "title": {"text": "draft position"}}
+    layout["yaxis2"] = {**_AXIS, "anchor": "x2", "range": [0, 1.12], "tickformat": ".0%"}
+    layout["annotations"] = [
+        {"text": text, "x": x, "y": 1.0, "xref": "paper", "yref": "paper", "xanchor": "center",
+         "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
+        for text, x in (("acceptance rate so far", 0.25), ("accepted per position", 0.81))]
+    return _figure(data, layout)
+
+
+def memory_figure(series: dict, label: str, origin: float | None) -> go.Figure:
+    """`series`: {role: MemorySeries} from telemetry; shown in GiB against the run's clock."""
+    data = []
+    for role in (BASELINE, SPECULATIVE):
+        s = series.get(role)
+        if s is None or origin is None:
+            xs, ys = [], []
+        else:
+            xs = [round(t - origin, 3) for t in s.times]
+            ys = [round(v / 1024 ** 3, 3) for v in s.values]
+        data.append(_line(xs, ys, role))
+    layout = _layout(f"Memory per engine: {label}", "seconds since submit", "GiB", "memory")
+    layout["xaxis"]["rangemode"] = "normal"
+    return _figure(data, layout)
+
+
+# -- tables ----------------------------------------------------------------------------------------------
+SUMMARY_COLUMNS = ["engine", "time to first token (s)", "tokens/s", "speedup", "acceptance rate",
+                   "mean acceptance length", "tokens", "steps"]
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def summary_table(comparison: Comparison) -> pd.DataFrame:
+    """One row per engine, formatted for reading; speculation-only columns are '—' for the baseline."""
+    c = comparison.counters
+    rows = []
+    for role in (BASELINE, SPECULATIVE):
+        t = comparison.traces[role]
+        spec = role == SPECULATIVE
+        rows.append([
+            LABELS[role], _fmt(t.ttft_s, ".3f"), _fmt(t.tokens_per_s, ".1f"),
+            _fmt(comparison.speedup, ".2f") + ("×" if comparison.speedup else "") if spec else "1.00×",
+            _fmt(c.acceptance_rate, ".1%") if spec else "—",
+            _fmt(c.mean_acceptance_length, ".2f") if spec else "—",
+            str(len(t.token_ids)), str(len(t.step_sizes)),
+        ])
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+
+
+HISTORY_COLUMNS = ["run", "preset", "prompt", "max_tokens", "temperature", "outcome", "identical",
+                   "first_divergence", "ttft_baseline_s", "ttft_speculative_s", "tokens_per_s_baseline",
+                   "tokens_per_s_speculative", "speedup", "acceptance_rate", "mean_acceptance_length",
+                   "tokens_baseline", "tokens_speculative", "steps_baseline", "steps_speculative"]
+
+
+def _r(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def history_row(comparison: Comparison, number: int, preset: str, prompt: str, max_tokens: int,
+                temperature: float) -> dict:
+    """One finished run as a row of the session history (numbers kept numeric, for the CSV)."""
+    b, s, c = comparison.baseline, comparison.speculative, comparison.counters
+    finished = comparison.finished
+    outcome = "error" if finished and finished.error else "stopped" if finished and finished.cancelled else "done"
+    return {
+        "run": number, "preset": preset, "prompt": prompt if len(prompt) <= 60 else prompt[:57] + "...",
+        "max_tokens": max_tokens, "temperature": temperature, "outcome": outcome,
+        "identical": comparison.identical, "first_divergence": comparison.first_divergence,
+        "ttft_baseline_s": _r(b.ttft_s, 3), "ttft_speculative_s": _r(s.ttft_s, 3),
+        "tokens_per_s_baseline": _r(b.tokens_per_s, 2), "tokens_per_s_speculative": _r(s.tokens_per_s, 2),
+        "speedup": _r(comparison.speedup, 3), "acceptance_rate": _r(c.acceptance_rate, 4),
+        "mean_acceptance_length": _r(c.mean_acceptance_length, 3),
+        "tokens_baseline": len(b.token_ids), "tokens_speculative": len(s.token_ids),
+        "steps_baseline": len(b.step_sizes), "steps_speculative": len(s.step_sizes),
+    }
+
+
+def history_table(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=HISTORY_COLUMNS)

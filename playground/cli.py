@@ -1,0 +1,153 @@
+"""`python -m playground presets | serve-cmd | compare | prepare`: the playground without the page."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from playground.events import BASELINE, SPECULATIVE
+
+DEMO_PROMPT = (
+    "Rewrite the following paragraph in formal English, keeping every fact:\n"
+    "so basically the new build system is way faster, it caches everything it compiled before and only "
+    "rebuilds the files you touched, which means a clean build takes ten minutes but after that most "
+    "builds take under thirty seconds."
+)
+# For presets without a tokenizer (dummy weights): a fixed prompt of 32 token ids.
+DEMO_TOKEN_IDS = tuple(range(1000, 1032))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m playground", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("presets", help="list presets: method, k, and whether each can run here")
+    s = sub.add_parser("serve-cmd", help="print the `vllm serve` lines a preset corresponds to")
+    s.add_argument("--preset", required=True)
+    sub.add_parser("prepare", help="build the offline models into the project cache (idempotent)")
+    c = sub.add_parser("compare", help="run one prompt through both engines and compare")
+    c.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram)")
+    c.add_argument("--prompt", default=None, help="prompt text (default: a rewrite demo prompt)")
+    c.add_argument("--prompt-token-ids", default=None,
+                   help="comma-separated token ids instead of text (dummy-weight presets)")
+    c.add_argument("--max-tokens", type=int, default=None, help="default: the preset's")
+    c.add_argument("--temperature", type=float, default=0.0)
+    c.add_argument("--ignore-eos", action="store_true", help="always generate max tokens")
+    c.add_argument("--schedule", choices=["concurrent", "sequential"], default="concurrent",
+                   help="run both engines at once (default) or one after the other (clean timings)")
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+    return p
+
+
+def cmd_presets() -> int:
+    from playground.hardware import detect
+    from playground.presets import DEFAULT_PRESET, availability, load_presets
+
+    hw = detect()
+    print(f"this machine: {hw.describe()}\n")
+    rows = []
+    for p in load_presets().values():
+        a = availability(p, hw)
+        rows.append((p.name + (" (default)" if p.name == DEFAULT_PRESET else ""), p.method,
+                     str(p.num_speculative_tokens), ("yes: " if a.runnable else "no: ") + a.reason, p.description))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    head = ("preset", "method", "k")
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)) + "  runs here / description")
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + f"  {r[3]}\n" + " " * (sum(widths) + 6) + r[4])
+    return 0
+
+
+def cmd_serve(name: str) -> int:
+    from playground.presets import get_preset, serve_commands
+
+    preset = get_preset(name)
+    print(f"# {preset.name}: {preset.description}")
+    lines = serve_commands(preset)
+    print(f"# baseline\n{lines[BASELINE]}\n# speculative\n{lines[SPECULATIVE]}")
+    return 0
+
+
+def cmd_prepare() -> int:
+    from playground.offline_model import ensure_offline_models
+
+    for name, path in ensure_offline_models().items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def _request(args, preset):
+    from playground.events import GenerationRequest
+
+    ids = None
+    if args.prompt_token_ids:
+        try:
+            ids = tuple(int(t) for t in args.prompt_token_ids.replace(",", " ").split())
+        except ValueError:
+            raise SystemExit("--prompt-token-ids: expected integers separated by commas")
+    elif preset.prompt_input == "token_ids":
+        if args.prompt:
+            raise SystemExit(f"{preset.name} has no tokenizer (dummy weights): use --prompt-token-ids")
+        ids = DEMO_TOKEN_IDS
+    return GenerationRequest(
+        prompt=args.prompt if args.prompt is not None else DEMO_PROMPT, prompt_token_ids=ids,
+        max_tokens=args.max_tokens or preset.default_max_tokens, temperature=args.temperature,
+        ignore_eos=args.ignore_eos or preset.ignore_eos,
+    )
+
+
+def cmd_compare(args) -> int:
+    from playground.comparison import Comparison
+    from playground.engine import PromptError
+    from playground.engine_pair import pair_for_preset
+    from playground.presets import DEFAULT_PRESET, availability, get_preset
+    from playground.report import format_report
+
+    preset = get_preset(args.preset or DEFAULT_PRESET)
+    where = availability(preset)
+    if not where.runnable:
+        raise SystemExit(f"{preset.name} can't run here: {where.reason}")
+    request = _request(args, preset)
+    log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
+    pair = pair_for_preset(preset, log=log)
+    try:
+        pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
+        comparison = Comparison(decode=pair.engines[BASELINE].decode,
+                                num_speculative_tokens=preset.num_speculative_tokens)
+        try:
+            for event in pair.stream(request, schedule=args.schedule):
+                comparison.add(event)
+        except PromptError as exc:
+            raise SystemExit(str(exc))
+        result = comparison.as_dict()
+        result["preset"] = preset.name
+        result["load_seconds"] = pair.status.load_seconds
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print(format_report(result))
+    finally:
+        pair.shutdown()
+    return 0 if not result.get("error") else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    import os
+
+    # vLLM's INFO logs drown the report; VLLM_LOGGING_LEVEL=INFO brings them back.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    from playground.offline_model import OfflineModelError
+    from playground.presets import PresetError
+
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "presets":
+            return cmd_presets()
+        if args.command == "serve-cmd":
+            return cmd_serve(args.preset)
+        if args.command == "prepare":
+            return cmd_prepare()
+        return cmd_compare(args)
+    except (PresetError, OfflineModelError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,186 @@
+"""One comparison run, built from the pair's events: both outputs, identity and first divergence, timings,
+acceptance. Pure logic (no vLLM, no UI): it is fed live, so the page and the CLI read the same numbers.
+
+Definitions (documented in the README):
+- ttft_s: first token's arrival minus the request's submission.
+- tokens_per_s: decode throughput, (tokens - 1) / (last token's arrival - first token's arrival); the
+  first token comes from prefill, which speculation doesn't change.
+- speedup: speculative tokens_per_s / baseline tokens_per_s.
+- acceptance_rate, mean_acceptance_length: from the speculative engine's counters, as vLLM defines them.
+- efficiency: speedup / mean acceptance length, the share of acceptance's promised gain delivered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from playground.events import BASELINE, ROLES, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
+
+
+@dataclass
+class EngineTrace:
+    """Everything one engine streamed in one run."""
+
+    engine: str
+    token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    step_sizes: list[int] = field(default_factory=list)  # tokens per streamed step
+    step_times: list[float] = field(default_factory=list)
+    submitted_at: float | None = None
+    finished: bool = False
+    finish_reason: str | None = None
+
+    def add(self, event: StepEvent) -> None:
+        self.submitted_at = event.submitted_at
+        if event.token_ids:
+            self.token_ids.extend(event.token_ids)
+            self.step_sizes.append(len(event.token_ids))
+            self.step_times.append(event.time)
+        self.text += event.text
+        if event.finished:
+            self.finished, self.finish_reason = True, event.finish_reason
+
+    @property
+    def ttft_s(self) -> float | None:
+        if not self.step_times or self.submitted_at is None:
+            return None
+        return self.step_times[0] - self.submitted_at
+
+    @property
+    def decode_seconds(self) -> float:
+        return self.step_times[-1] - self.step_times[0] if len(self.step_times) > 1 else 0.0
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        seconds = self.decode_seconds
+        return (len(self.token_ids) - self.step_sizes[0]) / seconds if seconds > 0 else None
+
+    def token_step_index(self) -> list[int]:
+        """For each output token, the index of the step that produced it (for per-token highlighting)."""
+        return [step for step, size in enumerate(self.step_sizes) for _ in range(size)]
+
+    def accepted_per_step(self) -> list[int]:
+        """Drafted tokens each decode step accepted, read off the chunk sizes (size - 1; the first step is
+        prefill and accepts nothing). Exact with vLLM's DELTA streaming, one chunk per step."""
+        return [0] + [size - 1 for size in self.step_sizes[1:]] if self.step_sizes else []
+
+    def as_dict(self) -> dict:
+        return {
+            "text": self.text,
+            "token_ids": list(self.token_ids),
+            "ttft_s": _round(self.ttft_s),
+            "tokens_per_s": _round(self.tokens_per_s, 2),
+            "steps": len(self.step_sizes),
+            "tokens_per_step": list(self.step_sizes),
+            "finish_reason": self.finish_reason,
+        }
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token, or of the end of the shorter output; None if identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def divergence_context(a: list[int], b: list[int], index: int, decode: Callable[[list[int]], str],
+                       before: int = 3, after: int = 6) -> dict:
+    """A few tokens of each side around the divergence, decoded, for people to read."""
+    start = max(0, index - before)
+    return {
+        "common": decode(a[start:index]),
+        BASELINE: decode(a[index:index + after]),
+        SPECULATIVE: decode(b[index:index + after]),
+    }
+
+
+class Comparison:
+    """Accumulates one run's events; readable at any moment (live charts) and at the end (verdict)."""
+
+    def __init__(self, decode: Callable[[list[int]], str] | None = None, num_speculative_tokens: int | None = None):
+        self.traces = {role: EngineTrace(role) for role in ROLES}
+        self.counters = SpecDecodeCounters()
+        self.decode = decode
+        self.num_speculative_tokens = num_speculative_tokens
+        self.run_id: str | None = None
+        self.prompt_token_ids: tuple[int, ...] = ()
+        self.schedule: str | None = None
+        self.finished: RunFinished | None = None
+
+    def add(self, event) -> None:
+        if isinstance(event, RunStarted):
+            self.run_id, self.prompt_token_ids, self.schedule = event.run_id, event.prompt_token_ids, event.schedule
+        elif isinstance(event, StepEvent):
+            self.traces[event.engine].add(event)
+            if event.counters is not None:
+                self.counters = event.counters
+        elif isinstance(event, RunFinished):
+            self.finished = event
+            self.counters = event.counters
+
+    @property
+    def baseline(self) -> EngineTrace:
+        return self.traces[BASELINE]
+
+    @property
+    def speculative(self) -> EngineTrace:
+        return self.traces[SPECULATIVE]
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    @property
+    def first_divergence(self) -> int | None:
+        return first_divergence(self.baseline.token_ids, self.speculative.token_ids)
+
+    @property
+    def identical(self) -> bool:
+        return self.done and not self.finished.error and self.first_divergence is None
+
+    @property
+    def speedup(self) -> float | None:
+        b, s = self.baseline.tokens_per_s, self.speculative.tokens_per_s
+        return s / b if b and s else None
+
+    @property
+    def efficiency(self) -> float | None:
+        mal = self.counters.mean_acceptance_length
+        return self.speedup / mal if self.speedup and mal else None
+
+    def as_dict(self) -> dict:
+        """The `compare --json` object."""
+        index = self.first_divergence
+        spec = self.speculative.as_dict()
+        c = self.counters
+        spec.update({
+            "acceptance_rate": _round(c.acceptance_rate, 4),
+            "mean_acceptance_length": _round(c.mean_acceptance_length, 3),
+            "accepted_per_position": list(c.accepted_per_position),
+            "num_drafts": c.num_drafts,
+            "num_draft_tokens": c.num_draft_tokens,
+            "num_accepted": c.num_accepted_tokens,
+            "efficiency": _round(self.efficiency, 3),
+        })
+        out = {
+            "identical": self.identical,
+            "first_divergence": index,
+            "speedup": _round(self.speedup, 3),
+            "schedule": self.schedule,
+            "prompt_tokens": len(self.prompt_token_ids),
+            BASELINE: self.baseline.as_dict(),
+            SPECULATIVE: spec,
+        }
+        if index is not None and self.decode is not None:
+            out["divergence_context"] = divergence_context(self.baseline.token_ids, self.speculative.token_ids,
+                                                           index, self.decode)
+        if self.finished is not None and (self.finished.error or self.finished.cancelled):
+            out["error"] = self.finished.error
+            out["cancelled"] = self.finished.cancelled
+        return out
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)

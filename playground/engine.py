@@ -1,0 +1,202 @@
+"""One vLLM AsyncLLM engine: start, warm up, stream per-step chunks, per-engine spec-decode counters.
+
+This is the only module that imports vLLM; everything above it sees the plain data in `events`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+from playground.events import GenerationRequest, SpecDecodeCounters
+
+
+class EngineStartError(RuntimeError):
+    """vLLM could not build or start this engine; the message says which engine and why."""
+
+
+class PromptError(ValueError):
+    """The prompt can't be run as given (empty, too long for max_model_len); safe to show to users."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything needed to start one engine: AsyncEngineArgs keyword arguments and the environment its
+    engine-core process must see (vLLM's CPU backend reads its core binding and KV size from there)."""
+
+    role: str
+    engine_args: dict
+    env: dict = field(default_factory=dict)
+
+
+class _CountersLogger:
+    """A StatLoggerBase of this engine's own: vLLM calls record() every step with the scheduler's
+    SpecDecodingStats. (The shared Prometheus registry is wiped by the second engine in a process.)"""
+
+    def __init__(self, vllm_config=None, engine_index: int = 0):
+        self.num_drafts = self.num_draft_tokens = self.num_accepted_tokens = 0
+        self.accepted_per_position: list[int] = []
+
+    def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0, **_):
+        stats = getattr(scheduler_stats, "spec_decoding_stats", None)
+        if stats is None:
+            return
+        self.num_drafts += stats.num_drafts
+        self.num_draft_tokens += stats.num_draft_tokens
+        self.num_accepted_tokens += stats.num_accepted_tokens
+        per_pos = stats.num_accepted_tokens_per_pos
+        if len(self.accepted_per_position) < len(per_pos):
+            self.accepted_per_position += [0] * (len(per_pos) - len(self.accepted_per_position))
+        for i, n in enumerate(per_pos):
+            self.accepted_per_position[i] += n
+
+    def log_engine_initialized(self):
+        pass
+
+    def log(self):
+        pass
+
+    def record_sleep_state(self, *args, **kwargs):
+        pass
+
+    def snapshot(self) -> SpecDecodeCounters:
+        return SpecDecodeCounters(self.num_drafts, self.num_draft_tokens, self.num_accepted_tokens,
+                                  tuple(self.accepted_per_position))
+
+
+@contextmanager
+def _environment(overrides: dict):
+    """Set variables while an engine starts: its engine-core process is spawned with this environment."""
+    saved = {k: os.environ.get(k) for k in overrides}
+    os.environ.update({k: str(v) for k, v in overrides.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _child_pids() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+class Engine:
+    """A started AsyncLLM plus its counters. All async methods run on the event loop that started it."""
+
+    def __init__(self, settings: EngineSettings):
+        self.settings = settings
+        self.role = settings.role
+        self._llm = None
+        self._counters: _CountersLogger | None = None
+        self._tokenizer = None
+        self.pids: list[int] = []  # engine-core process(es): what telemetry measures
+        self.load_seconds: float | None = None
+        self.max_model_len: int = int(settings.engine_args.get("max_model_len") or 0)
+
+    @property
+    def is_speculative(self) -> bool:
+        return bool(self.settings.engine_args.get("speculative_config"))
+
+    async def start(self) -> None:
+        from vllm import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+        from vllm.v1.metrics.loggers import StatLoggerBase
+
+        counters_cls = type("PlaygroundCountersLogger", (_CountersLogger, StatLoggerBase), {})
+        loggers: list[_CountersLogger] = []
+
+        def factory(vllm_config, engine_index=0):
+            logger = counters_cls(vllm_config, engine_index)
+            loggers.append(logger)
+            return logger
+
+        t0 = time.monotonic()
+        before = _child_pids()
+        try:
+            with _environment(self.settings.env):
+                args = AsyncEngineArgs(**self.settings.engine_args)
+                self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[factory])
+        except Exception as exc:
+            raise EngineStartError(f"{self.role} engine failed to start: {type(exc).__name__}: {exc}") from exc
+        self.pids = sorted(_child_pids() - before)
+        self._counters = loggers[0] if loggers else _CountersLogger()
+        if not self.settings.engine_args.get("skip_tokenizer_init"):
+            tok = self._llm.get_tokenizer()
+            self._tokenizer = await tok if asyncio.iscoroutine(tok) else tok
+        self.max_model_len = self._llm.model_config.max_model_len
+        self.load_seconds = time.monotonic() - t0
+
+    def counters(self) -> SpecDecodeCounters:
+        return self._counters.snapshot() if self._counters else SpecDecodeCounters()
+
+    def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
+        """The exact token ids both engines get: the chat template applied once, here."""
+        if request.prompt_token_ids is not None:
+            ids = [int(t) for t in request.prompt_token_ids]
+        else:
+            if not request.prompt.strip():
+                raise PromptError("The prompt is empty: type something for both engines to answer.")
+            if self._tokenizer is None:
+                raise PromptError("This preset has no tokenizer (dummy weights): give the prompt as token ids.")
+            tok = self._tokenizer
+            if getattr(tok, "chat_template", None):
+                ids = tok.apply_chat_template([{"role": "user", "content": request.prompt}],
+                                              add_generation_prompt=True, tokenize=True)
+                if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+                    ids = ids["input_ids"]
+            else:
+                ids = tok.encode(request.prompt)
+            ids = [int(t) for t in ids]
+        if not ids:
+            raise PromptError("The prompt is empty: type something for both engines to answer.")
+        if len(ids) + request.max_tokens > self.max_model_len:
+            raise PromptError(
+                f"The prompt is {len(ids)} tokens; with max tokens {request.max_tokens} that exceeds this "
+                f"preset's max_model_len of {self.max_model_len}. Shorten the prompt or lower max tokens."
+            )
+        return ids
+
+    def decode(self, token_ids) -> str:
+        return self._tokenizer.decode(list(token_ids)) if self._tokenizer is not None else ""
+
+    async def stream(self, request_id: str, prompt_token_ids: list[int],
+                     request: GenerationRequest) -> AsyncIterator[tuple[list[int], str, bool, str | None]]:
+        """Yield (new token ids, new text, finished, finish_reason) once per engine step."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            seed=request.seed if request.temperature > 0 else None,
+            ignore_eos=request.ignore_eos,
+            output_kind=RequestOutputKind.DELTA,
+            detokenize=self._tokenizer is not None,
+        )
+        prompt = {"prompt_token_ids": list(prompt_token_ids)}
+        async for out in self._llm.generate(prompt, params, request_id):
+            completion = out.outputs[0]
+            yield list(completion.token_ids), completion.text or "", out.finished, completion.finish_reason
+
+    async def abort(self, request_id: str) -> None:
+        if self._llm is not None:
+            await self._llm.abort(request_id)
+
+    def is_alive(self) -> bool:
+        return self._llm is not None and not getattr(self._llm, "errored", False)
+
+    def shutdown(self) -> None:
+        if self._llm is not None:
+            try:
+                self._llm.shutdown()
+            finally:
+                self._llm = None

@@ -1,0 +1,208 @@
+"""The baseline and speculative engines, resident together, driven from ordinary (threaded) code.
+
+Both engines live on one asyncio loop in a background thread. That loop only moves engine outputs into
+a queue, so it keeps up with every step: vLLM merges DELTA chunks a slow consumer hasn't taken yet, and a
+merged chunk would hide how many tokens a verification step accepted. Callers (CLI, page, benchmark)
+iterate `stream()` at their own pace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from playground.engine import Engine, EngineSettings, PromptError
+from playground.events import (
+    BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, SpecDecodeCounters, StepEvent,
+)
+
+# A short prompt that repeats itself, so warm-up exercises drafting too (the n-gram proposer compiles its
+# matcher on first use, which would otherwise land in the first user's time to first token).
+WARMUP_PROMPT = "Repeat after me: one two three four, one two three four, one two three four."
+
+ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
+
+
+@dataclass
+class PairStatus:
+    state: str = "idle"  # idle | loading | ready | error | stopped
+    message: str = ""
+    progress: float = 0.0
+    load_seconds: dict | None = None
+
+
+class EnginePair:
+    def __init__(self, baseline: EngineSettings, speculative: EngineSettings, warmup: bool = True,
+                 preset=None):
+        self.preset = preset  # the Preset this pair was built from, if any (for labels and k)
+        self.engines = {BASELINE: Engine(baseline), SPECULATIVE: Engine(speculative)}
+        self.status = PairStatus()
+        self._warmup = warmup
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="engine-pair-loop", daemon=True)
+        self._thread.start()
+        self._run_lock = threading.Lock()  # one comparison at a time: clean timings, clean counters
+        self._ids = itertools.count()
+        self._cancelled: set[str] = set()
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def start(self, progress: ProgressCallback | None = None) -> None:
+        """Start baseline, then speculative (a GPU's memory profiling needs them one after the other),
+        then warm both. Blocks; raises EngineStartError with the failing engine named."""
+
+        def report(message: str, fraction: float) -> None:
+            self.status.message, self.status.progress = message, fraction
+            if progress:
+                progress(message, fraction)
+
+        self.status.state = "loading"
+        load_seconds = {}
+        try:
+            for i, role in enumerate((BASELINE, SPECULATIVE)):
+                report(f"loading the {role} engine", i / 2)
+                self._call(self.engines[role].start())
+                load_seconds[role] = round(self.engines[role].load_seconds, 1)
+            if self._warmup:
+                report("warming up both engines", 0.95)
+                self._warm_up()
+        except Exception as exc:
+            self.status.state, self.status.message = "error", str(exc)
+            raise
+        self.status.load_seconds = load_seconds
+        self.status.state = "ready"
+        report("ready", 1.0)
+
+    def _warm_up(self) -> None:
+        if self.engines[BASELINE].settings.engine_args.get("skip_tokenizer_init"):
+            request = GenerationRequest(prompt_token_ids=tuple(range(1000, 1032)) * 2, max_tokens=16,
+                                        ignore_eos=True)
+        else:
+            request = GenerationRequest(prompt=WARMUP_PROMPT, max_tokens=24, ignore_eos=True)
+        for _ in self.stream(request, schedule="sequential"):
+            pass
+
+    def shutdown(self) -> None:
+        """Stop both engine-core processes and the loop thread; nothing is left behind."""
+        if self._loop.is_running():
+            try:
+                self._call(self._shutdown_engines(), timeout=60)
+            except Exception:
+                pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self.status.state = "stopped"
+
+    async def _shutdown_engines(self) -> None:
+        # On the loop itself, so the engines' output tasks are cancelled and finish before it stops.
+        for engine in self.engines.values():
+            try:
+                engine.shutdown()
+            except Exception:
+                pass
+        await asyncio.sleep(0.1)
+
+    def _call(self, coroutine, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    # -- running ------------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.status.state == "ready"
+
+    def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
+        """Validate and tokenize once; both engines get exactly these ids. Raises PromptError."""
+        if not 1 <= request.max_tokens:
+            raise PromptError("max tokens must be at least 1.")
+        if request.temperature < 0:
+            raise PromptError("temperature must be 0 or more.")
+        return self.engines[BASELINE].prompt_token_ids(request)
+
+    def stream(self, request: GenerationRequest, schedule: str = "concurrent",
+               cancel: threading.Event | None = None) -> Iterator[RunStarted | StepEvent | RunFinished]:
+        """Run `request` through both engines; yield RunStarted, then each StepEvent as it arrives
+        (engines interleaved), then RunFinished. Setting `cancel` aborts both requests.
+        Raises PromptError before anything runs if the prompt is unusable."""
+        if schedule not in ("concurrent", "sequential"):
+            raise ValueError(f"schedule must be 'concurrent' or 'sequential', not {schedule!r}")
+        ids = self.prompt_token_ids(request)
+        with self._run_lock:
+            run_id = f"run-{next(self._ids)}"
+            events: queue.Queue = queue.Queue()
+            yield RunStarted(run_id, tuple(ids), schedule)
+            future = asyncio.run_coroutine_threadsafe(self._run(run_id, ids, request, schedule, events), self._loop)
+            aborted = False
+            while True:
+                if cancel is not None and cancel.is_set() and not aborted:
+                    aborted = True
+                    asyncio.run_coroutine_threadsafe(self._abort(run_id), self._loop)
+                try:
+                    item = events.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                yield item
+                if isinstance(item, RunFinished):
+                    break
+            future.result()
+
+    def run(self, request: GenerationRequest, schedule: str = "concurrent") -> list:
+        """All events of one run, for callers that don't stream."""
+        return list(self.stream(request, schedule))
+
+    async def _abort(self, run_id: str) -> None:
+        for role in (BASELINE, SPECULATIVE):
+            await self.engines[role].abort(f"{run_id}-{role}")
+        self._cancelled.add(run_id)
+
+    async def _run(self, run_id: str, ids: list[int], request: GenerationRequest, schedule: str,
+                   events: queue.Queue) -> None:
+        spec = self.engines[SPECULATIVE]
+        counters_before = spec.counters()
+        error = None
+        try:
+            if schedule == "concurrent":
+                await asyncio.gather(*(self._stream_one(role, run_id, ids, request, events, counters_before)
+                                       for role in (BASELINE, SPECULATIVE)))
+            else:
+                for role in (BASELINE, SPECULATIVE):
+                    await self._stream_one(role, run_id, ids, request, events, counters_before)
+        except Exception as exc:  # an engine died mid-run: report it, leave the pair to the caller
+            error = f"{type(exc).__name__}: {exc}"
+        counters = spec.counters().minus(counters_before)
+        cancelled = run_id in self._cancelled
+        self._cancelled.discard(run_id)
+        events.put(RunFinished(run_id, time.monotonic(), counters, cancelled=cancelled, error=error))
+
+    async def _stream_one(self, role: str, run_id: str, ids: list[int], request: GenerationRequest,
+                          events: queue.Queue, counters_before: SpecDecodeCounters) -> None:
+        engine = self.engines[role]
+        submitted = time.monotonic()
+        step = 0
+        async for token_ids, text, finished, reason in engine.stream(f"{run_id}-{role}", ids, request):
+            now = time.monotonic()
+            counters = engine.counters().minus(counters_before) if role == SPECULATIVE else None
+            events.put(StepEvent(role, step, tuple(token_ids), text, now, submitted, finished, reason, counters))
+            step += 1
+
+    def process_ids(self) -> dict[str, list[int]]:
+        """Engine-core process ids per engine, for telemetry (VRAM via NVML, RSS via psutil)."""
+        return {role: list(engine.pids) for role, engine in self.engines.items()}
+
+
+def pair_for_preset(preset, hardware=None, warmup: bool = True, log=print) -> EnginePair:
+    """An unstarted pair for a preset: caches pointed into the project, offline models built if missing.
+    Call .start() (blocking, minutes on a CPU) and .shutdown() when done."""
+    from playground.offline_model import ensure_offline_models
+    from playground.paths import configure_cache_env
+    from playground.presets import engine_settings, offline_models_needed
+
+    configure_cache_env()
+    needed = offline_models_needed(preset)
+    if needed:
+        ensure_offline_models(needed, log=log)
+    baseline, speculative = engine_settings(preset, hardware)
+    return EnginePair(baseline, speculative, warmup=warmup, preset=preset)

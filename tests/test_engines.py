@@ -1,0 +1,143 @@
+"""The engine pair on real vLLM CPU engines and the offline SmolLM2: identity at T=0, statistics that
+agree with each other, cancellation, clean errors."""
+
+import threading
+
+import pytest
+
+from playground.comparison import Comparison
+from playground.engine import EngineStartError, EngineSettings, PromptError
+from playground.engine_pair import EnginePair
+from playground.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, StepEvent
+from tests.prompts import PROMPTS
+
+MAX_TOKENS = 64
+
+
+def _compare(pair, prompt, max_tokens=MAX_TOKENS, schedule="concurrent", **kw):
+    comparison = Comparison(decode=pair.engines[BASELINE].decode)
+    for event in pair.stream(GenerationRequest(prompt=prompt, max_tokens=max_tokens, **kw), schedule=schedule):
+        comparison.add(event)
+    return comparison
+
+
+def _check_statistics(c: Comparison, k: int):
+    spec, counters = c.speculative, c.counters
+    # every streamed chunk is one engine step; chunks add up to the output
+    assert sum(spec.step_sizes) == len(spec.token_ids) > 0
+    assert sum(c.baseline.step_sizes) == len(c.baseline.token_ids)
+    assert all(size == 1 for size in c.baseline.step_sizes)  # no speculation, one token a step
+    assert all(1 <= size <= k + 1 for size in spec.step_sizes)
+    assert counters.num_accepted_tokens <= counters.num_draft_tokens <= k * counters.num_drafts
+    assert sum(counters.accepted_per_position) == counters.num_accepted_tokens
+    assert list(counters.accepted_per_position) == sorted(counters.accepted_per_position, reverse=True)
+    # accepted tokens read off the chunks (size - 1 per decode step) match the engine's counter; the
+    # last step may have accepted drafts that max_tokens or EOS cut from the output
+    from_chunks = sum(c.speculative.accepted_per_step())
+    assert from_chunks <= counters.num_accepted_tokens <= from_chunks + k
+    if spec.finish_reason == "length" and len(spec.token_ids) < MAX_TOKENS:
+        pytest.fail("length finish before max tokens")
+    return from_chunks
+
+
+@pytest.fixture(scope="module")
+def ngram_pair(pair_pool):
+    return pair_pool.get("smollm2-ngram")
+
+
+@pytest.mark.parametrize("prompt_name", list(PROMPTS))
+def test_ngram_outputs_identical_at_temperature_0(ngram_pair, prompt_name):
+    c = _compare(ngram_pair, PROMPTS[prompt_name])
+    assert c.identical, c.as_dict().get("divergence_context")
+    assert c.baseline.text == c.speculative.text and c.baseline.text.strip()
+    _check_statistics(c, k=4)
+
+
+def test_ngram_drafts_on_a_rewrite(ngram_pair):
+    c = _compare(ngram_pair, PROMPTS["code-edit"], max_tokens=96)
+    assert c.counters.num_drafts > 0 and c.counters.num_accepted_tokens > 0
+    assert c.counters.mean_acceptance_length > 1
+    assert max(c.speculative.step_sizes) > 1
+    result = c.as_dict()
+    assert result["speculative"]["num_accepted"] == c.counters.num_accepted_tokens
+    assert result["speedup"] is not None and result["speculative"]["efficiency"] is not None
+
+
+def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair):
+    cancel = threading.Event()
+    events = []
+    request = GenerationRequest(prompt=PROMPTS["chat-advice"], max_tokens=512, ignore_eos=True)
+    for event in ngram_pair.stream(request, cancel=cancel):
+        events.append(event)
+        if isinstance(event, StepEvent) and event.step == 3:
+            cancel.set()
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and finished.cancelled and finished.error is None
+    produced = {role: sum(len(e.token_ids) for e in events if isinstance(e, StepEvent) and e.engine == role)
+                for role in (BASELINE, SPECULATIVE)}
+    assert 0 < produced[BASELINE] < 512 and produced[SPECULATIVE] < 512
+    again = _compare(ngram_pair, PROMPTS["chat-capital"])
+    assert again.identical and again.baseline.token_ids
+
+
+def test_sequential_schedule_gives_the_same_tokens(ngram_pair):
+    a = _compare(ngram_pair, PROMPTS["rewrite-formal"], schedule="sequential")
+    b = _compare(ngram_pair, PROMPTS["rewrite-formal"], schedule="concurrent")
+    assert a.identical and a.baseline.token_ids == b.baseline.token_ids
+    # sequential: the speculative engine is submitted after the baseline finished
+    assert a.speculative.submitted_at >= a.baseline.step_times[-1]
+
+
+@pytest.mark.parametrize("request_kwargs, message", [
+    (dict(prompt="   "), "prompt is empty"),
+    (dict(prompt="word " * 3000), "exceeds this preset's max_model_len of 2048"),
+    (dict(prompt="hi", max_tokens=0), "max tokens must be at least 1"),
+    (dict(prompt="hi", temperature=-1.0), "temperature must be 0 or more"),
+])
+def test_bad_input_is_refused_before_running(ngram_pair, request_kwargs, message):
+    with pytest.raises(PromptError, match=message):
+        next(iter(ngram_pair.stream(GenerationRequest(**request_kwargs))))
+    assert _compare(ngram_pair, "Say hello.", max_tokens=8).identical  # both engines still serve
+
+
+def test_first_event_carries_the_prompt_both_engines_got(ngram_pair):
+    events = ngram_pair.run(GenerationRequest(prompt="Say hello.", max_tokens=4))
+    assert isinstance(events[0], RunStarted) and len(events[0].prompt_token_ids) > 5
+    assert {e.engine for e in events if isinstance(e, StepEvent)} == {BASELINE, SPECULATIVE}
+
+
+@pytest.mark.parametrize("prompt_name", list(PROMPTS))
+def test_layerskip_draft_outputs_identical_and_counters_match_chunks(pair_pool, prompt_name):
+    pair = pair_pool.get("smollm2-layerskip-draft")
+    c = _compare(pair, PROMPTS[prompt_name])
+    assert c.identical, c.as_dict().get("divergence_context")
+    from_chunks = _check_statistics(c, k=3)
+    counters = c.counters
+    # a draft model drafts every decode step, so the mean acceptance length read off the chunk sizes is the
+    # engine's 1 + accepted / drafts (up to the last step, which output truncation may cut)
+    decode_steps = len(c.speculative.step_sizes) - 1
+    assert decode_steps <= counters.num_drafts <= decode_steps + 1
+    assert counters.num_draft_tokens == 3 * counters.num_drafts
+    chunks_mal = 1 + from_chunks / decode_steps
+    assert abs(chunks_mal - counters.mean_acceptance_length) < 0.25, (chunks_mal, counters)
+    assert 0 < counters.acceptance_rate < 1  # a real, imperfect draft
+
+
+def test_self_draft_accepts_nearly_everything(pair_pool):
+    pair = pair_pool.get("smollm2-self-draft")
+    c = _compare(pair, PROMPTS["chat-advice"], max_tokens=48, ignore_eos=True)
+    assert c.identical
+    assert c.counters.acceptance_rate >= 0.95
+    assert c.as_dict()["speculative"]["mean_acceptance_length"] >= 4.5  # k=4: up to 5 tokens a step
+
+
+def test_missing_model_names_the_engine():
+    settings = EngineSettings(BASELINE, {"model": "/nonexistent/model-folder", "dtype": "float32",
+                                         "max_model_len": 256}, {})
+    pair = EnginePair(settings, EngineSettings(SPECULATIVE, dict(settings.engine_args), {}), warmup=False)
+    try:
+        with pytest.raises(EngineStartError, match=r"^baseline engine failed to start: .*nonexistent"):
+            pair.start()
+        assert pair.status.state == "error"
+    finally:
+        pair.shutdown()

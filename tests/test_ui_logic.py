@@ -1,0 +1,294 @@
+"""Pure tests of the page's logic on synthetic runs: highlighting, escaping, badge, charts, tables, inputs,
+telemetry. No engines, no server (a few seconds)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from playground import charts, views
+from playground.comparison import Comparison
+from playground.events import BASELINE, SPECULATIVE, SpecDecodeCounters
+from playground.presets import get_preset
+from playground.telemetry import MemorySampler, rss_bytes
+from tests.ui_fixtures import FakeEngine, FakePair, ROOT, synthetic_events
+
+XSS = "<script>window.__pwned=1</script><img src=x onerror=alert(1)>"
+
+
+def comparison_of(events, k=4, decode=None):
+    c = Comparison(decode=decode, num_speculative_tokens=k)
+    for e in events:
+        c.add(e)
+    return c
+
+
+# -- escaping ----------------------------------------------------------------------------------------------
+def test_token_html_escapes_markup():
+    pieces = ["<script>", "window.__pwned=1", "</script>", '<img src=x onerror="alert(1)">']
+    html = views.speculative_tokens_html(pieces, [1, 3], k=4, divergence=None, stop_token=False)
+    assert "<script>" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in html
+    base = views.baseline_tokens_html(pieces, None, False)
+    assert "<script>" not in base and "&lt;/script&gt;" in base
+
+
+def test_badge_escapes_divergent_continuations_and_errors():
+    events = synthetic_events([1, 2, 3, 4], [[1], [2, 9], [7]], k=2)
+    c = comparison_of(events, k=2)
+    pieces = {BASELINE: ["a", "b", "<script>", "d"], SPECULATIVE: ["a", "b", "<img onerror=x>", "e"]}
+    html = views.badge_html(c, pieces)
+    assert "Diverged at token 3" in html
+    assert "<script>" not in html and "<img" not in html
+    assert "&lt;script&gt;" in html and "&lt;img onerror=x&gt;" in html
+    failed = comparison_of(synthetic_events([1], [[1]], error="boom <b>x</b>"))
+    assert "&lt;b&gt;x&lt;/b&gt;" in views.badge_html(failed)
+
+
+def test_error_and_status_escape():
+    assert "&lt;script&gt;" in views.error_html("<script>")
+    assert "<script>" not in views.status_html("error", "p", "<script>", 0, None, "CPU")
+    assert views.error_html(None) == ""
+
+
+# -- highlighting ------------------------------------------------------------------------------------------
+def test_speculative_highlight_groups_tokens_by_step_with_accepted_colour():
+    # steps: prefill [1], then 3 tokens (2 accepted), then 1 token (0 accepted), then 5 tokens (4 accepted)
+    steps = [[1], [2, 3, 4], [5], [6, 7, 8, 9, 10]]
+    html = views.speculative_tokens_html([f"t{i}" for i in range(10)], [len(s) for s in steps], k=4,
+                                         divergence=None, stop_token=False)
+    assert html.count('class="tok prefill start"') == 1
+    assert html.count("step 1: accepted 2 of 4 drafted, 3 tokens") == 3
+    assert html.count("step 2: accepted 0 of 4 drafted, 1 token\"") == 1
+    assert html.count("step 3: accepted 4 of 4 drafted, 5 tokens") == 5
+    assert html.count(f"background:{views.accepted_color(2, 4)}") == 3
+    assert html.count(f"background:{views.accepted_color(4, 4)}") == 5
+    assert html.count(f"background:{views.ZERO_COLOR}") == 1
+    assert html.count(" start") == 4  # one rule per step
+
+
+def test_accepted_colours_distinct_and_legend_lists_each_count():
+    colours = [views.accepted_color(a, 5) for a in range(6)]
+    assert len(set(colours)) == 6
+    legend = views.legend_html(5)
+    for a in range(6):
+        assert f"{a} accepted" in legend and colours[a] in legend
+    assert "prefill" in legend
+
+
+def test_divergence_marks_tokens_from_divergence_on():
+    html = views.baseline_tokens_html(["a", "b", "c", "d"], divergence=2, stop_token=False)
+    assert html.count(" div") == 2
+    assert html.index('title="token 3') < html.index("tok div") + 200
+
+
+def test_token_pieces_keep_multibyte_characters_whole():
+    # a byte-level tokenizer splitting "é" (2 bytes) over two tokens: the first alone decodes to U+FFFD
+    table = {1: b"caf", 2: b"\xc3", 3: b"\xa9", 4: b" ok"}
+
+    def decode(ids):
+        return b"".join(table[i] for i in ids).decode("utf-8", errors="replace")
+
+    tp = views.TokenPieces(decode)
+    assert tp.update([1, 2]) == ["caf", "\ufffd"]  # pending, shown as is for now
+    assert tp.update([1, 2, 3, 4]) == ["caf", "", "é", " ok"]
+    assert "".join(tp.pieces) == "café ok"
+
+
+def test_token_pieces_without_tokenizer_show_ids():
+    assert views.TokenPieces(None).update([5, 17]) == ["5 ", "17 "]
+
+
+# -- badge -------------------------------------------------------------------------------------------------
+def test_badge_identical_diverged_stopped_running():
+    same = comparison_of(synthetic_events([1, 2, 3], [[1], [2, 3]]))
+    assert "Identical" in views.badge_html(same) and "3 tokens" in views.badge_html(same)
+    diverged = comparison_of(synthetic_events([1, 2, 3], [[1], [2, 4]]))
+    html = views.badge_html(diverged, {BASELINE: ["x", "y", "z"], SPECULATIVE: ["x", "y", "w"]})
+    assert "Diverged at token 3" in html and views.WHY_T0 in html
+    assert views.WHY_SAMPLED in views.badge_html(diverged, temperature=0.8)
+    assert views.WHY_SYNTHETIC in views.badge_html(diverged, synthetic=True)
+    stopped = comparison_of(synthetic_events([1, 2], [[1]], cancelled=True))
+    assert "Stopped" in views.badge_html(stopped)
+    live = comparison_of(synthetic_events([1, 2], [[1]])[:-1])
+    assert "Streaming" in views.badge_html(live, max_tokens=9) and "/ 9" in views.badge_html(live, max_tokens=9)
+
+
+# -- charts and tables ---------------------------------------------------------------------------------------
+def run_with_acceptance():
+    events = synthetic_events(list(range(9)), [[0], [1, 2, 3], [4], [5, 6, 7, 8]], k=4, dt=0.5)
+    return events, comparison_of(events)
+
+
+def test_tokens_per_s_series_matches_summary_definition():
+    _, c = run_with_acceptance()
+    fig = charts.tokens_per_s_figure(c)
+    by_name = {t.name: t for t in fig.data}
+    assert set(by_name) == {"baseline", "speculative"}
+    assert by_name["speculative"].y[-1] == pytest.approx(c.speculative.tokens_per_s, rel=1e-3)
+    assert by_name["baseline"].y[-1] == pytest.approx(c.baseline.tokens_per_s, rel=1e-3)
+    assert by_name["baseline"].x[0] == pytest.approx(1.0)  # second baseline token at t0 + 2 * 0.5
+
+
+def test_acceptance_figure_rate_and_per_position_bars():
+    events, c = run_with_acceptance()
+    history = [(e.time, e.counters) for e in events if getattr(e, "counters", None) is not None
+               and hasattr(e, "engine")]
+    fig = charts.acceptance_figure(history, c.counters, 4, charts.run_origin(c))
+    line, bars = fig.data
+    assert line.y[-1] == pytest.approx(c.counters.acceptance_rate, abs=1e-4)  # 5 accepted of 12 drafted
+    assert c.counters.acceptance_rate == pytest.approx(5 / 12)
+    assert list(bars.x) == ["1", "2", "3", "4"]
+    assert list(bars.y) == pytest.approx([2 / 3, 2 / 3, 1 / 3, 0.0], abs=1e-4)  # per-position accepts over 3 drafts
+
+
+def test_memory_figure_is_labelled_and_in_gib():
+    from playground.telemetry import MemorySeries
+
+    series = {BASELINE: MemorySeries(BASELINE, (10.0, 11.0), (2 * 1024 ** 3, 3 * 1024 ** 3))}
+    fig = charts.memory_figure(series, "resident memory (RSS, CPU)", origin=10.0)
+    assert "RSS" in fig.layout.title.text
+    assert list(fig.data[0].y) == [2.0, 3.0] and list(fig.data[0].x) == [0.0, 1.0]
+    assert fig.data[1].name == "speculative" and len(fig.data[1].x) == 0
+
+
+def test_summary_table_values():
+    _, c = run_with_acceptance()
+    df = charts.summary_table(c)
+    assert list(df.columns) == charts.SUMMARY_COLUMNS
+    spec = df[df.engine == "speculative"].iloc[0]
+    assert spec["tokens"] == "9" and spec["steps"] == "4"
+    assert spec["acceptance rate"] == "41.7%"
+    assert spec["mean acceptance length"] == f"{1 + 5 / 3:.2f}"
+    assert spec["speedup"] == f"{c.speedup:.2f}×"
+    assert df[df.engine == "baseline"].iloc[0]["acceptance rate"] == "—"
+
+
+def test_history_rows_and_csv(tmp_path):
+    _, c = run_with_acceptance()
+    rows = [charts.history_row(c, 1, "smollm2-ngram", "x" * 100, 9, 0.0)]
+    df = charts.history_table(rows)
+    path = tmp_path / "h.csv"
+    df.to_csv(path, index=False)
+    text = path.read_text().splitlines()
+    assert text[0].split(",")[:3] == ["run", "preset", "prompt"]
+    assert len(text) == 2 and "smollm2-ngram" in text[1]
+    assert rows[0]["prompt"].endswith("...") and len(rows[0]["prompt"]) == 60
+    assert rows[0]["identical"] is True and rows[0]["outcome"] == "done"
+
+
+# -- inputs ------------------------------------------------------------------------------------------------
+def test_build_request_validates():
+    from playground.ui import InputError, build_request
+
+    text = get_preset("smollm2-ngram")
+    assert build_request(text, "hi", 16, 0.5).max_tokens == 16
+    for bad, message in [(("", 16, 0), "empty"), (("hi", 0, 0), "Max tokens"), (("hi", 5000, 0), "1 to 1024"),
+                         (("hi", 16, 2.5), "Temperature"), (("hi", 1.5, 0), "whole number"),
+                         (("x" * 30000, 16, 0), "characters")]:
+        with pytest.raises(InputError, match=message):
+            build_request(text, *bad)
+    ids = get_preset("dummy-llama8b-eagle-k3")
+    assert build_request(ids, "1, 2 3", 8, 0).prompt_token_ids == (1, 2, 3)
+    with pytest.raises(InputError, match="token ids"):
+        build_request(ids, "hello", 8, 0)
+    with pytest.raises(InputError, match="outside the vocabulary"):
+        build_request(ids, "999999999", 8, 0)
+
+
+def test_live_run_renders_xss_output_as_text():
+    from playground.ui import LiveRun
+
+    preset = get_preset("smollm2-ngram")
+    vocab = {1: "<script>window.__pwned=1</script>", 2: "<img src=x onerror=alert(1)>", 3: " ok"}
+    engine = FakeEngine(vocab)
+    events = synthetic_events([1, 2, 3], [[1], [2, 3]])
+    from playground.events import GenerationRequest
+
+    live = LiveRun(preset, GenerationRequest(prompt="p", max_tokens=3), {BASELINE: engine.decode,
+                                                                          SPECULATIVE: engine.decode})
+    for e in events:
+        live.add(e)
+    base, spec, texts = live.panes()
+    for html in (base, spec, live.badge(texts)):
+        assert "<script" not in html and "<img" not in html
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in spec
+    assert "Identical" in live.badge(texts)
+
+
+# -- telemetry ------------------------------------------------------------------------------------------------
+def test_rss_sampler_sums_processes_and_keeps_series():
+    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(200 * 1024 * 1024); print('ok', flush=True); "
+                              "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ok"  # allocated and touched
+        sampler = MemorySampler(lambda: {BASELINE: [os.getpid()], SPECULATIVE: [child.pid]}, hz=20).start()
+        time.sleep(0.5)
+        sampler.stop()
+        series = sampler.series()
+        assert sampler.kind == "rss" and "RSS" in sampler.label
+        assert len(series[BASELINE].times) >= 3
+        assert series[SPECULATIVE].latest >= 200 * 1024 * 1024
+        assert series[SPECULATIVE].latest == pytest.approx(rss_bytes([child.pid]), rel=0.1)
+        later = sampler.series(since=series[BASELINE].times[-1])
+        assert len(later[BASELINE].times) == 1
+    finally:
+        child.kill()
+
+
+def test_pair_manager_loads_in_background_and_refuses_other_presets():
+    from playground.pair_manager import PairManager, PresetNotAllowed
+
+    preset = get_preset("smollm2-ngram")
+    manager = PairManager({preset.name: preset}, preset.name,
+                          pair_factory=lambda p, hw, log=print: FakePair(lambda r: [], p))
+    manager.load(preset.name)
+    assert manager.status().state == "loading" and manager.pair is None
+    deadline = time.monotonic() + 10
+    while manager.status().state != "ready" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert manager.status().state == "ready" and manager.pair is not None
+    with pytest.raises(PresetNotAllowed):
+        manager.load("llama31-8b-eagle")
+    with manager.run_lock:  # a run holds the engines: no switch under it
+        with pytest.raises(RuntimeError, match="run is in progress"):
+            manager.load(preset.name)
+    manager.shutdown()
+
+
+def test_app_help_is_light():
+    out = subprocess.run([sys.executable, "app.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    for option in ("--presets", "--preset", "--config", "--host", "--port", "--share", "--auth"):
+        assert option in out.stdout
+    probe = subprocess.run([sys.executable, "-c", "import sys, app; app.parse_args(['--help'])"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=30)
+    assert probe.returncode == 0
+    heavy = subprocess.run([sys.executable, "-c", "import sys, app; print(sorted(m for m in ('vllm', 'torch', "
+                            "'gradio') if m in sys.modules))"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert heavy.stdout.strip() == "[]"
+
+
+def test_app_options_from_config_and_flags(tmp_path, monkeypatch):
+    import app
+
+    config = tmp_path / "page.yaml"
+    config.write_text("presets: [smollm2-ngram, smollm2-self-draft]\nport: 9000\nauth: a:b\n")
+    monkeypatch.delenv("PLAYGROUND_AUTH", raising=False)
+    options = app.resolve_options(app.parse_args(["--config", str(config), "--port", "9001"]))
+    assert options["presets"] == ["smollm2-ngram", "smollm2-self-draft"]
+    assert options["port"] == 9001 and options["auth"] == ("a", "b")
+    monkeypatch.setenv("PLAYGROUND_AUTH", "u:p")
+    assert app.resolve_options(app.parse_args([]))["auth"] == ("u", "p")
+    with pytest.raises(SystemExit):
+        app.resolve_options(app.parse_args(["--auth", "nopassword"]))
+    presets, initial, _ = app.offered_presets({**app.DEFAULTS, "presets": ["smollm2-ngram", "smollm2-self-draft"]})
+    assert initial == "smollm2-ngram" and set(presets) == {"smollm2-ngram", "smollm2-self-draft"}
+    with pytest.raises(SystemExit, match="unknown preset"):
+        app.offered_presets({**app.DEFAULTS, "presets": ["../../etc/passwd"]})

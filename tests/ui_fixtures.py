@@ -1,0 +1,174 @@
+"""Shared helpers for the page tests: synthetic runs (no engines) and one real app server per test session.
+
+The real server is `python app.py` in a subprocess on a free port, started on first use and stopped at
+exit, so the e2e and browser tests share one engine start (~40-80 s on a CPU).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from playground.events import BASELINE, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "tests" / "artifacts"
+APP_PRESET = "smollm2-ngram"
+READY_TIMEOUT_S = 600
+
+
+# -- synthetic runs ----------------------------------------------------------------------------------------
+def synthetic_events(baseline_ids, spec_steps, k=4, dt=0.01, t0=100.0, cancelled=False, error=None):
+    """A run's events: the baseline emits one token per step; the speculative engine emits `spec_steps`
+    (lists of ids, first = prefill). Counters follow the step sizes as vLLM would count them."""
+    events = [RunStarted("run-0", (1, 2, 3), "concurrent")]
+    drafts = drafted = accepted = 0
+    per_pos = [0] * k
+    n = max(len(baseline_ids), len(spec_steps))
+    for i in range(n):
+        if i < len(baseline_ids):
+            last = i == len(baseline_ids) - 1
+            events.append(StepEvent(BASELINE, i, (baseline_ids[i],), "", t0 + dt * (i + 1), t0, last,
+                                    "length" if last else None))
+        if i < len(spec_steps):
+            if i > 0:
+                a = len(spec_steps[i]) - 1
+                drafts, drafted, accepted = drafts + 1, drafted + k, accepted + a
+                for p in range(a):
+                    per_pos[p] += 1
+            last = i == len(spec_steps) - 1
+            counters = SpecDecodeCounters(drafts, drafted, accepted, tuple(per_pos))
+            events.append(StepEvent(SPECULATIVE, i, tuple(spec_steps[i]), "", t0 + dt * (i + 1), t0, last,
+                                    "length" if last else None, counters))
+    final = SpecDecodeCounters(drafts, drafted, accepted, tuple(per_pos))
+    events.append(RunFinished("run-0", t0 + dt * (n + 1), final, cancelled=cancelled, error=error))
+    return events
+
+
+class FakeEngine:
+    def __init__(self, vocab: dict[int, str] | None = None):
+        self.vocab = vocab or {}
+
+    def decode(self, ids) -> str:
+        return "".join(self.vocab.get(i, f"<{i}>") for i in ids)
+
+    def is_alive(self) -> bool:
+        return True
+
+
+class FakePair:
+    """Stands in for EnginePair on the page (UI development, fast tests): replays synthetic events."""
+
+    def __init__(self, events_for, preset=None, step_delay=0.02):
+        self.events_for = events_for  # request -> list of events
+        self.preset = preset
+        self.engines = {BASELINE: FakeEngine(), SPECULATIVE: FakeEngine()}
+        self.status = None
+        self.step_delay = step_delay
+
+    def start(self, progress=None):
+        for i in range(4):
+            if progress:
+                progress(f"fake loading {i}", i / 4)
+            time.sleep(0.2)
+
+    def stream(self, request, schedule="concurrent", cancel=None):
+        submitted = time.monotonic()
+        for event in self.events_for(request):
+            if cancel is not None and cancel.is_set() and not isinstance(event, RunFinished):
+                continue
+            if isinstance(event, StepEvent):
+                time.sleep(self.step_delay)
+                event = StepEvent(event.engine, event.step, event.token_ids, event.text, time.monotonic(),
+                                  submitted, event.finished, event.finish_reason, event.counters)
+            yield event
+
+    def process_ids(self):
+        return {BASELINE: [os.getpid()], SPECULATIVE: [os.getpid()]}
+
+    def shutdown(self):
+        pass
+
+
+# -- the real app, once per session ------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AppServer:
+    def __init__(self, preset: str = APP_PRESET):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/"
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.log_path = ARTIFACTS / "app_server.log"
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([sys.executable, "app.py", "--presets", preset, "--port", str(self.port)],
+                                     cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        atexit.register(self.stop)
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> "AppServer":
+        from gradio_client import Client
+
+        deadline = time.monotonic() + timeout
+        client = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                client = client or Client(self.url, verbose=False)
+                status = client.predict(api_name="/status")
+                if status["state"] == "ready":
+                    return self
+                if status["state"] == "error":
+                    raise RuntimeError(f"engines failed to load: {status['message']}")
+            except (ConnectionError, OSError, ValueError):
+                client = None
+            except Exception as exc:  # httpx errors while the server comes up
+                if "engines failed" in str(exc):
+                    raise
+                client = None
+            time.sleep(1.0)
+        raise TimeoutError(f"app not ready within {timeout} s; see {self.log_path}")
+
+    def client(self):
+        from gradio_client import Client
+
+        return Client(self.url, verbose=False)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()  # app.py shuts both engines down on the way out
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, 9)
+        self._log.close()
+
+
+_server: AppServer | None = None
+_server_lock = threading.Lock()
+
+
+def shared_app() -> AppServer:
+    """The session's app server, started on first call (whichever test module asks first)."""
+    global _server
+    with _server_lock:
+        if _server is None:
+            _server = AppServer()
+            try:
+                _server.wait_ready()
+            except Exception:
+                _server.stop()
+                _server = None
+                raise
+        return _server
