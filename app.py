@@ -16,7 +16,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         description="Speculative decoding playground: one prompt, a baseline and a speculative vLLM engine "
                     "side by side, with an identity check and live charts.")
     parser.add_argument("--presets", metavar="NAME[,NAME...]",
-                        help="presets the page offers (default: every preset runnable on this machine)")
+                        help="presets the page offers (default: every preset runnable on this machine "
+                             "without the hub)")
     parser.add_argument("--preset", metavar="NAME", help="preset loaded at start (default: smollm2-ngram)")
     parser.add_argument("--config", metavar="FILE",
                         help="YAML file with any of these options as keys (presets, preset, host, port, share, "
@@ -67,7 +68,9 @@ def offered_presets(options: dict):
         if options["presets"]:
             chosen = {name: get_preset(name, every) for name in options["presets"]}
         else:
-            chosen = {n: p for n, p in every.items() if availability(p, hardware).runnable}
+            # by default only what runs without downloading: offered presets should load
+            chosen = {n: p for n, p in every.items()
+                      if (a := availability(p, hardware)).runnable and not a.needs_hub}
         initial = options["preset"] or (DEFAULT_PRESET if DEFAULT_PRESET in chosen else next(iter(chosen), None))
         if initial is None:
             raise PresetError("no preset can run on this machine")

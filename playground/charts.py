@@ -25,6 +25,7 @@ def _layout(title: str, x_title: str, y_title: str, revision: str) -> dict:
     return {
         "title": {"text": title, "font": {"size": 14}, "x": 0.01},
         "height": HEIGHT, "margin": {"l": 50, "r": 10, "t": 40, "b": 40},
+        "template": {},  # no default template: 6 KB less per figure per update, styled below instead
         "paper_bgcolor": "white", "plot_bgcolor": "white", "font": {"color": "#2a3f5f"},
         "legend": {"orientation": "h", "y": 1.0, "x": 1, "xanchor": "right", "yanchor": "bottom"},
         "uirevision": revision,  # keep zoom and hidden traces across the live updates of one chart

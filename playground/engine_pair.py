@@ -77,6 +77,32 @@ class EnginePair:
         self.status.state = "ready"
         report("ready", 1.0)
 
+    def swap_speculative(self, settings: EngineSettings, preset=None,
+                         progress: ProgressCallback | None = None) -> None:
+        """Replace only the speculative engine (same baseline): switching between presets that share a
+        target reloads one engine, not two."""
+        with self._run_lock:
+            self.status.state = "loading"
+            if progress:
+                progress("loading the speculative engine", 0.5)
+            try:
+                self._call(self._shutdown_one(SPECULATIVE))
+                self.engines[SPECULATIVE] = Engine(settings)
+                self._call(self.engines[SPECULATIVE].start())
+            except Exception as exc:
+                self.status.state, self.status.message = "error", str(exc)
+                raise
+            self.preset = preset or self.preset
+            self.status.load_seconds = {**(self.status.load_seconds or {}),
+                                        SPECULATIVE: round(self.engines[SPECULATIVE].load_seconds, 1)}
+        if self._warmup:
+            self._warm_up()
+        self.status.state, self.status.message, self.status.progress = "ready", "ready", 1.0
+
+    async def _shutdown_one(self, role: str) -> None:
+        self.engines[role].shutdown()
+        await asyncio.sleep(0.1)
+
     def _warm_up(self) -> None:
         if self.engines[BASELINE].settings.engine_args.get("skip_tokenizer_init"):
             request = GenerationRequest(prompt_token_ids=tuple(range(1000, 1032)) * 2, max_tokens=16,
@@ -99,12 +125,11 @@ class EnginePair:
 
     async def _shutdown_engines(self) -> None:
         # On the loop itself, so the engines' output tasks are cancelled and finish before it stops.
-        for engine in self.engines.values():
+        for role in self.engines:
             try:
-                engine.shutdown()
+                await self._shutdown_one(role)
             except Exception:
                 pass
-        await asyncio.sleep(0.1)
 
     def _call(self, coroutine, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)

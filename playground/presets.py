@@ -318,6 +318,7 @@ def serve_commands(preset: Preset, hardware: Hardware | None = None) -> dict[str
 class Availability:
     runnable: bool
     reason: str
+    needs_hub: bool = False  # runnable only if the Hugging Face hub can be reached from here
 
 
 def _hub_cached(repo_id: str) -> bool:
@@ -338,7 +339,7 @@ def availability(preset: Preset, hardware: Hardware | None = None) -> Availabili
     hub = [ref for ref in preset.model_refs() if ":" not in ref]
     missing_hub = [ref for ref in hub if not _hub_cached(ref)]
     if missing_hub:
-        return Availability(True, "needs the hub: " + ", ".join(missing_hub))
+        return Availability(True, "needs the hub: " + ", ".join(missing_hub), needs_hub=True)
     offline = offline_models_needed(preset)
     if offline:
         ready = all(OFFLINE_MODELS[name].is_ready() for name in offline)

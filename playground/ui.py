@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -304,10 +305,10 @@ def build_page(manager: PairManager) -> gr.Blocks:
     page = Page()
     with gr.Blocks(title="Speculative decoding playground") as demo:
         _header(page, manager, names)
+        _serve_panel(page)  # near the top: the preset's lesson in vLLM's own terms
         _prompt_panel(page, manager)
         _panes(page, manager.preset.num_speculative_tokens)
         _stats(page, manager)
-        _serve_panel(page)
         page.c["history"] = gr.State([])
         page.c["poll_key"] = gr.State(None)
         timer = gr.Timer(1.0)
@@ -459,11 +460,10 @@ def _render(live: LiveRun, manager: PairManager, running: bool, history: list, c
     base, spec, texts = live.panes()
     badge = live.badge(texts)
     rate, accept, memory = live.figures(manager.sampler)
-    summary = charts.summary_table(live.comparison)
-    if running:
-        return ("", badge, base, spec, summary, rate, accept, memory, skip, skip, skip,
+    if running:  # tables only at the end: a DataFrame update costs the server more than a chart does
+        return ("", badge, base, spec, skip, rate, accept, memory, skip, skip, skip,
                 gr.update(interactive=False), gr.update(interactive=True), history)
-    return (views.error_html(error), badge, base, spec, summary, rate, accept, memory,
+    return (views.error_html(error), badge, base, spec, charts.summary_table(live.comparison), rate, accept, memory,
             charts.history_table(history), csv_path, live.result(),
             gr.update(interactive=manager.pair is not None), gr.update(interactive=False), history)
 
@@ -471,6 +471,9 @@ def _render(live: LiveRun, manager: PairManager, running: bool, history: list, c
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None,
            block: bool = True):
     """Serve the page with a queue: runs wait their turn instead of fighting over the engines."""
+    # The engines' outputs are read by an asyncio loop in this process; threads rendering the page must hand
+    # the GIL back quickly (default: every 5 ms), or vLLM merges two steps' chunks before the loop reads them.
+    sys.setswitchinterval(0.001)
     demo.queue(max_size=32, default_concurrency_limit=1)
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                        prevent_thread_lock=not block, show_error=True, footer_links=["api"],

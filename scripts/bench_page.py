@@ -4,7 +4,7 @@ engines driven directly (pair.stream, nothing rendering), same prompts, same pro
 
     python scripts/bench_page.py [--preset NAME] [--rounds 3] [--max-tokens 128]
 
-Writes docs/benchmarks_page.json and prints a markdown table. Goal: app / direct >= 0.97 for both engines.
+Writes docs/results/page.json (or --out) and prints a markdown table. Goal: app / direct >= 0.97 for both engines.
 tokens/s is the engines' decode rate as defined in playground.comparison (timestamps taken where the
 chunks arrive in this process), so both paths are measured the same way.
 """
@@ -30,7 +30,7 @@ def parse_args(argv=None):
     p.add_argument("--preset", default=None, help="preset to load (default: smollm2-ngram)")
     p.add_argument("--rounds", type=int, default=3, help="rounds over the prompts (each: app and direct)")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--out", default=str(ROOT / "docs" / "benchmarks_page.json"))
+    p.add_argument("--out", default=str(ROOT / "docs" / "results" / "page.json"))
     return p.parse_args(argv)
 
 

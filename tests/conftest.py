@@ -25,6 +25,9 @@ class PairPool:
 
         if self.name != preset_name:
             self.close()
+            from tests.ui_fixtures import stop_shared_app
+
+            stop_shared_app()
             pair = pair_for_preset(get_preset(preset_name))
             pair.start()
             self.name, self.pair = preset_name, pair
@@ -41,3 +44,12 @@ def pair_pool():
     pool = PairPool()
     yield pool
     pool.close()
+
+
+@pytest.fixture(scope="module")
+def app(pair_pool):
+    """The real `python app.py` server (smollm2-ngram), shared by the UI test modules."""
+    from tests.ui_fixtures import shared_app
+
+    pair_pool.close()  # one set of engines on the cores at a time
+    return shared_app()

@@ -141,3 +141,20 @@ def test_missing_model_names_the_engine():
         assert pair.status.state == "error"
     finally:
         pair.shutdown()
+
+
+def test_shutdown_leaves_no_engine_process_behind(pair_pool):
+    import time
+
+    import psutil
+
+    pair = pair_pool.get("smollm2-self-draft")
+    pids = [pid for role_pids in pair.process_ids().values() for pid in role_pids]
+    assert len(pids) >= 2
+    pair_pool.close()
+    deadline = time.monotonic() + 30
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.5)
+    assert not alive, f"engine processes still running after shutdown: {alive}"

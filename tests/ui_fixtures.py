@@ -172,3 +172,12 @@ def shared_app() -> AppServer:
                 _server = None
                 raise
         return _server
+
+
+def stop_shared_app() -> None:
+    """Stop the app server (if running) so engines started elsewhere get the cores to themselves."""
+    global _server
+    with _server_lock:
+        if _server is not None:
+            _server.stop()
+            _server = None
