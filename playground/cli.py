@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # vLLM's INFO logs drown the report; VLLM_LOGGING_LEVEL=INFO brings them back.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is the report (or the JSON)
     from playground.offline_model import OfflineModelError
     from playground.presets import PresetError
 

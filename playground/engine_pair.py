@@ -218,16 +218,36 @@ class EnginePair:
         return {role: list(engine.pids) for role, engine in self.engines.items()}
 
 
-def pair_for_preset(preset, hardware=None, warmup: bool = True, log=print) -> EnginePair:
-    """An unstarted pair for a preset: caches pointed into the project, offline models built if missing.
-    Call .start() (blocking, minutes on a CPU) and .shutdown() when done."""
+def _prepare(preset, log=print) -> None:
+    """Caches pointed into the project, offline models built if missing."""
     from playground.offline_model import ensure_offline_models
     from playground.paths import configure_cache_env
-    from playground.presets import engine_settings, offline_models_needed
+    from playground.presets import offline_models_needed
 
     configure_cache_env()
     needed = offline_models_needed(preset)
     if needed:
         ensure_offline_models(needed, log=log)
+
+
+def pair_for_preset(preset, hardware=None, warmup: bool = True, log=print) -> EnginePair:
+    """An unstarted pair for a preset. Call .start() (blocking, minutes on a CPU) and .shutdown() when done."""
+    from playground.presets import engine_settings
+
+    _prepare(preset, log)
     baseline, speculative = engine_settings(preset, hardware)
     return EnginePair(baseline, speculative, warmup=warmup, preset=preset)
+
+
+def switch_in_place(pair: EnginePair, preset, hardware=None, progress: ProgressCallback | None = None,
+                    log=print) -> bool:
+    """Load `preset` into a running pair by replacing only its speculative engine, when its baseline would
+    be the very same engine (presets sharing a target): half the wait. False, and nothing changed, if not."""
+    from playground.presets import engine_settings
+
+    baseline, speculative = engine_settings(preset, hardware)
+    if baseline != pair.engines[BASELINE].settings:
+        return False
+    _prepare(preset, log)
+    pair.swap_speculative(speculative, preset=preset, progress=progress)
+    return True

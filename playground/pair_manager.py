@@ -110,20 +110,28 @@ class PairManager:
     def _load(self, name: str, generation: int, old_pair, old_sampler) -> None:
         if old_sampler is not None:
             old_sampler.stop()
-        if old_pair is not None:
-            self._report(generation, "shutting down the previous engines", 0.0)
-            old_pair.shutdown()
         pair = None
+        progress = lambda message, fraction: self._report(generation, message, fraction)  # noqa: E731
         try:
-            factory = self._factory
-            if factory is None:
-                from playground.engine_pair import pair_for_preset as factory
-            pair = factory(self.presets[name], self.hardware, log=self._log)
-            pair.start(progress=lambda message, fraction: self._report(generation, message, fraction))
+            if old_pair is not None and self._factory is None:
+                from playground.engine_pair import switch_in_place
+
+                if switch_in_place(old_pair, self.presets[name], self.hardware, progress, log=self._log):
+                    pair, old_pair = old_pair, None  # same target: the baseline engine stays loaded
+            if old_pair is not None:
+                self._report(generation, "shutting down the previous engines", 0.0)
+                old_pair.shutdown()
+            if pair is None:
+                factory = self._factory
+                if factory is None:
+                    from playground.engine_pair import pair_for_preset as factory
+                pair = factory(self.presets[name], self.hardware, log=self._log)
+                pair.start(progress=progress)
             sampler = sampler_for_pair(pair, gpu=self.hardware.device == "gpu").start()
         except Exception as exc:
-            if pair is not None:
-                pair.shutdown()
+            for leftover in (pair, old_pair):  # old_pair: a switch in place that failed half-way
+                if leftover is not None:
+                    leftover.shutdown()
             with self._lock:
                 if generation == self._generation:
                     self._state, self._message = "error", f"{type(exc).__name__}: {exc}"

@@ -375,8 +375,9 @@ def build_page(manager: PairManager) -> gr.Blocks:
 
         def status() -> dict:
             s = manager.status()
+            pair = manager.pair
             return {"state": s.state, "preset": s.preset, "message": s.message, "progress": s.progress,
-                    "elapsed_s": s.elapsed_s}
+                    "elapsed_s": s.elapsed_s, "engine_pids": pair.process_ids() if pair else None}
 
         gr.api(status, api_name="status", concurrency_limit=None)
     return demo

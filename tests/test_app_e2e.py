@@ -106,3 +106,39 @@ def test_two_users_at_once_are_served_one_after_the_other(app):
     assert set(results) == {"a", "b"}
     assert results["a"]["identical"] and results["b"]["identical"]
     assert results["a"]["baseline"]["token_ids"] == results["b"]["baseline"]["token_ids"]
+
+
+def _wait_for(client, preset, timeout=300.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.predict(api_name="/status")
+        if status["preset"] == preset and status["state"] in ("ready", "error"):
+            return status
+        time.sleep(2)
+    raise AssertionError(f"{preset} not ready after {timeout} s: {status}")
+
+
+def test_switching_presets_reloads_only_the_speculative_engine_and_runs(app):
+    client = app.client()
+    try:  # the page offers only a dropdown; through the API, Gradio or the manager refuses with a message
+        refusal = client.predict("no-such-preset", api_name="/switch_preset")
+    except Exception as exc:
+        refusal = str(exc)
+    assert "no-such-preset" in refusal
+    before = client.predict(api_name="/status")
+    assert before["preset"] == "smollm2-ngram" and before["state"] == "ready"
+    try:
+        client.predict("smollm2-self-draft", api_name="/switch_preset")
+        status = _wait_for(client, "smollm2-self-draft")
+        assert status["state"] == "ready", status
+        # the same target: the baseline engine stayed, only the speculative one was replaced
+        assert status["engine_pids"]["baseline"] == before["engine_pids"]["baseline"]
+        assert set(status["engine_pids"]["speculative"]).isdisjoint(before["engine_pids"]["speculative"])
+        out = run(client, "Give me three tips for sleeping better.", max_tokens=32)
+        result = out["result"]
+        assert result["identical"] is True
+        assert result["speculative"]["acceptance_rate"] >= 0.95  # the target drafting for itself
+        assert "draft_model" in out["pane_s"]
+    finally:
+        client.predict("smollm2-ngram", api_name="/switch_preset")
+        assert _wait_for(client, "smollm2-ngram")["state"] == "ready"

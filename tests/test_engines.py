@@ -158,3 +158,30 @@ def test_shutdown_leaves_no_engine_process_behind(pair_pool):
         alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         time.sleep(0.5)
     assert not alive, f"engine processes still running after shutdown: {alive}"
+
+
+def test_cli_compare_json_has_every_field(pair_pool):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pair_pool.close()  # the CLI starts its own pair: keep the cores for it
+    out = subprocess.run(
+        [sys.executable, "-m", "playground", "compare", "--preset", "smollm2-ngram", "--max-tokens", "24",
+         "--prompt", PROMPTS["rewrite-formal"], "--json"],
+        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)  # stdout is exactly one JSON object: vLLM's logs go to stderr
+    assert result["identical"] is True and result["first_divergence"] is None and result["speedup"] > 0
+    for role in ("baseline", "speculative"):
+        side = result[role]
+        for key in ("text", "token_ids", "ttft_s", "tokens_per_s", "steps", "tokens_per_step"):
+            assert key in side, (role, key)
+        assert sum(side["tokens_per_step"]) == len(side["token_ids"]) and side["steps"] == len(side["tokens_per_step"])
+    spec = result["speculative"]
+    for key in ("acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",
+                "num_draft_tokens", "num_accepted", "efficiency"):
+        assert key in spec, key
+    assert spec["num_accepted"] <= spec["num_draft_tokens"]
+    assert result["load_seconds"]["baseline"] > 0 and result["load_seconds"]["speculative"] > 0

@@ -20,6 +20,7 @@ from playground.events import BASELINE, SPECULATIVE, RunFinished, RunStarted, Sp
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 APP_PRESET = "smollm2-ngram"
+SWITCH_PRESET = "smollm2-self-draft"
 READY_TIMEOUT_S = 600
 
 
@@ -111,7 +112,10 @@ class AppServer:
         self.log_path = ARTIFACTS / "app_server.log"
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([sys.executable, "app.py", "--presets", preset, "--port", str(self.port)],
+        # A second preset sharing the target, so switching can be tested (it reloads only one engine).
+        offered = f"{preset},{SWITCH_PRESET}"
+        self.proc = subprocess.Popen([sys.executable, "app.py", "--presets", offered, "--preset", preset,
+                                      "--port", str(self.port)],
                                      cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         atexit.register(self.stop)
