@@ -36,8 +36,9 @@ def _layout(title: str, x_title: str, y_title: str, revision: str) -> dict:
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
     # Built from plain dicts: plotly's add_trace/update_layout/make_subplots cost ~25 ms a figure, too much
-    # to redraw several times a second on a CPU the engines are using; this costs a few ms.
-    return go.Figure({"data": data, "layout": layout})
+    # to redraw several times a second on a CPU the engines are using. Unvalidated: the dicts are written
+    # to plotly's schema here, and validation would triple the cost (2.2 ms vs 0.8 ms a figure).
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
 def run_origin(comparison: Comparison) -> float | None:
