@@ -44,12 +44,15 @@ def detect() -> Hardware:
 
 
 def split_cores(cores: tuple[int, ...]) -> tuple[str, str]:
-    """VLLM_CPU_OMP_THREADS_BIND values for baseline and speculative: disjoint halves of this process's
-    cores (left to default, both engines land on core 0 and each runs half as fast)."""
+    """VLLM_CPU_OMP_THREADS_BIND values for baseline and speculative: disjoint, equal shares of this
+    process's cores (left to default, both engines land on core 0 and each runs half as fast). From 3 cores
+    on, the first is kept for this process (the page, the engines' output handling), so rendering never
+    takes time from an engine."""
     if len(cores) < 2:
         return (str(cores[0]),) * 2 if cores else ("0", "0")
-    half = len(cores) // 2
-    return _core_list(cores[:half]), _core_list(cores[half:2 * half])
+    usable = cores[1:] if len(cores) >= 3 else cores
+    half = len(usable) // 2
+    return _core_list(usable[:half]), _core_list(usable[half:2 * half])
 
 
 def _core_list(cores: tuple[int, ...]) -> str:

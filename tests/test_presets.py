@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from playground import offline_model
-from playground.hardware import Hardware
+from playground.hardware import Hardware, split_cores
 from playground.presets import (
     PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
 )
@@ -100,6 +100,14 @@ def test_cpu_engines_are_pinned_to_different_cores():
     baseline, speculative = engine_settings(load_presets()["smollm2-ngram"], CPU)
     assert baseline.env["VLLM_CPU_OMP_THREADS_BIND"] != speculative.env["VLLM_CPU_OMP_THREADS_BIND"]
     assert "gpu_memory_utilization" not in baseline.engine_args
+
+
+@pytest.mark.parametrize("cores, expected", [
+    ((0,), ("0", "0")), ((0, 1), ("0", "1")), ((0, 1, 2), ("1", "2")), ((0, 1, 2, 3), ("1", "2")),
+    (tuple(range(16)), ("1-7", "8-14")), ((0, 2, 4, 6, 8), ("2,4", "6,8")),
+])
+def test_cpu_core_split_is_disjoint_and_spares_a_core_for_the_page(cores, expected):
+    assert split_cores(cores) == expected
 
 
 def test_gpu_engines_split_the_card():
