@@ -58,7 +58,8 @@ def max_tokens_limit(preset: Preset) -> int:
 
 def _vocab_size(preset: Preset) -> int | None:
     try:
-        config = json.loads((open(os.path.join(resolve_model(preset.target["model"]), "config.json"))).read())
+        with open(os.path.join(resolve_model(preset.target["model"]), "config.json")) as f:
+            config = json.load(f)
         return int(config["vocab_size"])
     except Exception:  # a hub model we haven't downloaded: the engine checks the ids
         return None
@@ -86,7 +87,7 @@ def build_request(preset: Preset, prompt: str, max_tokens, temperature) -> Gener
         max_tokens_value = float(max_tokens)
     except (TypeError, ValueError):
         raise InputError("Max tokens must be a whole number.") from None
-    if max_tokens_value != int(max_tokens_value) or not 1 <= max_tokens_value <= limit:
+    if not 1 <= max_tokens_value <= limit or max_tokens_value != int(max_tokens_value):  # range first: inf, nan
         raise InputError(f"Max tokens must be a whole number from 1 to {limit} for this preset.")
     try:
         temperature = float(temperature)

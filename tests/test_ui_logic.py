@@ -191,7 +191,8 @@ def test_build_request_validates():
     assert build_request(text, "hi", 16, 0.5).max_tokens == 16
     for bad, message in [(("", 16, 0), "empty"), (("hi", 0, 0), "Max tokens"), (("hi", 5000, 0), "1 to 1024"),
                          (("hi", 16, 2.5), "Temperature"), (("hi", 1.5, 0), "whole number"),
-                         (("x" * 30000, 16, 0), "characters")]:
+                         (("x" * 30000, 16, 0), "characters"), (("hi", float("inf"), 0), "1 to 1024"),
+                         (("hi", float("nan"), 0), "1 to 1024"), (("hi", 16, float("nan")), "Temperature")]:
         with pytest.raises(InputError, match=message):
             build_request(text, *bad)
     ids = get_preset("dummy-llama8b-eagle-k3")
