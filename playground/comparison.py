@@ -56,10 +56,6 @@ class EngineTrace:
         seconds = self.decode_seconds
         return (len(self.token_ids) - self.step_sizes[0]) / seconds if seconds > 0 else None
 
-    def token_step_index(self) -> list[int]:
-        """For each output token, the index of the step that produced it (for per-token highlighting)."""
-        return [step for step, size in enumerate(self.step_sizes) for _ in range(size)]
-
     def accepted_per_step(self) -> list[int]:
         """Drafted tokens each decode step accepted, read off the chunk sizes (size - 1; the first step is
         prefill and accepts nothing). Exact with vLLM's DELTA streaming, one chunk per step."""

@@ -102,10 +102,6 @@ class Engine:
         self.load_seconds: float | None = None
         self.max_model_len: int = int(settings.engine_args.get("max_model_len") or 0)
 
-    @property
-    def is_speculative(self) -> bool:
-        return bool(self.settings.engine_args.get("speculative_config"))
-
     async def start(self) -> None:
         from vllm import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM

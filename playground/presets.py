@@ -21,8 +21,7 @@ from playground.hardware import Hardware, detect, split_cores
 from playground.offline_model import OFFLINE_MODELS
 from playground.paths import PRESETS_DIR, PROJECT_ROOT
 
-METHODS_WITH_MODEL = {"draft_model", "eagle", "eagle3"}
-METHODS = METHODS_WITH_MODEL | {"ngram"}
+METHODS = {"draft_model", "eagle", "eagle3", "ngram"}
 DEFAULT_PRESET = "smollm2-ngram"
 BASELINE_PORT, SPECULATIVE_PORT = 8000, 8001
 # vLLM on CPU: compile caches only hit across starts with AOT compile off (0.32: the AOT artifact fails to
