@@ -16,6 +16,7 @@ from typing import Callable
 import psutil
 
 GIB = 1024 ** 3
+PROCESS_REFRESH_S = 10.0
 PidsSource = Callable[[], dict[str, list[int]]]
 
 
@@ -45,11 +46,18 @@ def _with_children(pids: list[int]) -> list[int]:
     return sorted(set(found))
 
 
+def _rss(process: psutil.Process) -> int:
+    try:
+        return process.memory_info().rss
+    except psutil.Error:  # exited since it was listed
+        return 0
+
+
 def rss_bytes(pids: list[int]) -> int:
     total = 0
     for pid in _with_children(pids):
         try:
-            total += psutil.Process(pid).memory_info().rss
+            total += _rss(psutil.Process(pid))
         except psutil.Error:
             continue
     return total
@@ -79,9 +87,10 @@ class NvmlReader:
                     used[proc.pid] = used.get(proc.pid, 0) + proc.usedGpuMemory
         return used
 
-    def read(self, pids_by_role: dict[str, list[int]]) -> dict[str, int]:
+    def read(self, pids_by_role: dict[str, list[int]], with_children: bool = True) -> dict[str, int]:
         used = self._process_memory()
-        expanded = {role: _with_children(pids) for role, pids in pids_by_role.items()}
+        expanded = ({role: _with_children(pids) for role, pids in pids_by_role.items()} if with_children
+                    else pids_by_role)
         if any(pid in used for pids in expanded.values() for pid in pids):
             self.per_process = True
             return {role: sum(used.get(pid, 0) for pid in pids) for role, pids in expanded.items()}
@@ -113,6 +122,9 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml = None
+        self._process_cache: dict[str, list[psutil.Process]] = {}
+        self._process_key: tuple | None = None
+        self._process_at = 0.0
         if gpu:
             try:
                 self._nvml = NvmlReader(devices_by_role)
@@ -133,9 +145,31 @@ class MemorySampler:
             "nvml-device": "GPU memory used on the engine's device(s) (NVML)",
         }[self.kind]
 
-    def sample_once(self) -> dict[str, int]:
+    def _processes(self) -> dict[str, list[psutil.Process]]:
+        """Each engine's processes with their workers. Finding children scans all of /proc (about 1 ms an
+        engine process: several percent of a core at 4 Hz, on a CPU the engines need), so the list is
+        kept until the engines change or PROCESS_REFRESH_S passes."""
         pids = self._pids()
-        values = self._nvml.read(pids) if self._nvml else {role: rss_bytes(p) for role, p in pids.items()}
+        key = tuple(sorted((role, tuple(p)) for role, p in pids.items()))
+        now = time.monotonic()
+        if key != self._process_key or now - self._process_at > PROCESS_REFRESH_S:
+            procs = {}
+            for role, role_pids in pids.items():
+                procs[role] = []
+                for pid in _with_children(role_pids):
+                    try:
+                        procs[role].append(psutil.Process(pid))
+                    except psutil.Error:
+                        continue
+            self._process_cache, self._process_key, self._process_at = procs, key, now
+        return self._process_cache
+
+    def sample_once(self) -> dict[str, int]:
+        procs = self._processes()
+        if self._nvml:
+            values = self._nvml.read({role: [p.pid for p in ps] for role, ps in procs.items()}, with_children=False)
+        else:
+            values = {role: sum(_rss(p) for p in ps) for role, ps in procs.items()}
         now = time.monotonic()
         with self._lock:
             for role, value in values.items():
