@@ -62,23 +62,25 @@ def device_used_gib() -> float | None:
         return None
 
 
-def direct_tokens_per_s(pair, role: str, ids: list[int], request) -> float | None:
-    """Drive one engine with nothing of the playground between: timestamps taken in the generate loop."""
+def direct_tokens_per_s(pair, role: str, ids: list[int], request) -> tuple[float | None, float | None]:
+    """Drive one engine with nothing of the playground between: timestamps taken in the generate loop.
+    Returns (tokens/s, steps/s), by the same definitions as the comparison's (EngineTrace)."""
+    from playground.comparison import EngineTrace
+
     engine = pair.engines[role]
 
     async def run():
-        times, count, first = [], 0, None
+        trace = EngineTrace(role)
         async for token_ids, _text, _fin, _reason in engine.stream(f"direct-{time.monotonic_ns()}", ids, request):
             if token_ids:
-                times.append(time.monotonic())
-                count += len(token_ids)
-                first = first if first is not None else len(token_ids)
-        if len(times) < 2:
+                trace.token_ids.extend(token_ids)
+                trace.step_sizes.append(len(token_ids))
+                trace.step_times.append(time.monotonic())
+        if trace.decode_seconds <= 0:
             return None, None
-        seconds = times[-1] - times[0]
         # steps/s doesn't depend on how many drafts a step happened to accept (random under synthetic
         # acceptance), so it compares the two paths' overhead directly
-        return (count - first) / seconds, (len(times) - 1) / seconds
+        return trace.tokens_per_s, (len(trace.step_times) - 1) / trace.decode_seconds
 
     return pair._call(run())
 
