@@ -5,14 +5,12 @@ no per-token work beyond one pass.
 
 from __future__ import annotations
 
-import math
-from typing import Iterable
-
 import pandas as pd
 import plotly.graph_objects as go
 
+from playground import metrics
 from playground.comparison import Comparison, EngineTrace
-from playground.events import BASELINE, SPECULATIVE, SpecDecodeCounters
+from playground.events import BASELINE, SPECULATIVE
 
 COLORS = {BASELINE: "#4C78A8", SPECULATIVE: "#F58518"}
 LABELS = {BASELINE: "baseline", SPECULATIVE: "speculative"}
@@ -69,17 +67,23 @@ def _line(xs, ys, role: str, name: str | None = None, **extra) -> dict:
             "line": {"color": COLORS[role], "width": 2}, **extra}
 
 
+SINCE_SUBMIT = "seconds since its request was submitted"  # each engine on its own clock: schedules compare
+
+
 def tokens_per_s_figure(comparison: Comparison) -> go.Figure:
-    origin = run_origin(comparison)
-    data = [_line(*(rate_over_time(comparison.traces[role], origin) if origin is not None else ([], [])), role)
-            for role in (BASELINE, SPECULATIVE)]
-    return _figure(data, _layout("Decode tokens/s (running average)", "seconds since submit", "tokens/s", "rate"))
+    data = []
+    for role in (BASELINE, SPECULATIVE):
+        trace = comparison.traces[role]
+        origin = trace.submitted_at
+        data.append(_line(*(rate_over_time(trace, origin) if origin is not None else ([], [])), role))
+    return _figure(data, _layout("Decode tokens/s (running average)", SINCE_SUBMIT, "tokens/s", "rate"))
 
 
-def acceptance_figure(history: Iterable[tuple[float, SpecDecodeCounters]], counters: SpecDecodeCounters,
-                      k: int | None, origin: float | None) -> go.Figure:
+def acceptance_figure(comparison: Comparison) -> go.Figure:
     """Left: acceptance rate so far (accepted / drafted) over time. Right: per draft position, the share of
     drafts whose token at that position was accepted."""
+    history, counters = comparison.counter_history, comparison.counters
+    k, origin = comparison.num_speculative_tokens, comparison.speculative.submitted_at
     xs, ys = [], []
     for when, snapshot in history:
         rate = snapshot.acceptance_rate
@@ -97,7 +101,7 @@ def acceptance_figure(history: Iterable[tuple[float, SpecDecodeCounters]], count
          "customdata": per_pos, "text": [f"{s:.0%}" for s in shares], "textposition": "outside",
          "hovertemplate": "position %{x}: %{customdata} of " + str(drafts) + " drafts<extra></extra>"},
     ]
-    layout = _layout("", "seconds since submit", "accepted / drafted", "acceptance")
+    layout = _layout("", SINCE_SUBMIT, "accepted / drafted", "acceptance")
     layout["margin"] = {"l": 50, "r": 10, "t": 30, "b": 40}
     layout["xaxis"]["domain"] = [0, 0.5]
     layout["yaxis"].update(range=[0, 1.12], tickformat=".0%")
@@ -122,63 +126,33 @@ def memory_figure(series: dict, label: str, origin: float | None) -> go.Figure:
             xs = [round(t - origin, 3) for t in s.times]
             ys = [round(v / 1024 ** 3, 3) for v in s.values]
         data.append(_line(xs, ys, role))
-    layout = _layout(f"Memory per engine: {label}", "seconds since submit", "GiB", "memory")
+    layout = _layout(f"Memory per engine: {label}", "seconds since the run started", "GiB", "memory")
     layout["xaxis"]["rangemode"] = "normal"
     return _figure(data, layout)
 
 
 # -- tables ----------------------------------------------------------------------------------------------
-SUMMARY_COLUMNS = ["engine", "time to first token (s)", "tokens/s", "speedup", "acceptance rate",
-                   "mean acceptance length", "tokens", "steps"]
+SUMMARY_COLUMNS = ["figure", "baseline", "speculative"]
 
 
-def _fmt(value: float | None, spec: str) -> str:
-    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+def summary_table(result: dict | None) -> pd.DataFrame:
+    """This run's figures, one row each (the CLI report's rows, from playground.metrics)."""
+    return pd.DataFrame(metrics.table_rows(result) if result else [], columns=SUMMARY_COLUMNS)
 
 
-def summary_table(comparison: Comparison) -> pd.DataFrame:
-    """One row per engine, formatted for reading; speculation-only columns are '—' for the baseline."""
-    c = comparison.counters
-    rows = []
-    for role in (BASELINE, SPECULATIVE):
-        t = comparison.traces[role]
-        spec = role == SPECULATIVE
-        rows.append([
-            LABELS[role], _fmt(t.ttft_s, ".3f"), _fmt(t.tokens_per_s, ".1f"),
-            _fmt(comparison.speedup, ".2f") + ("×" if comparison.speedup else "") if spec else "1.00×",
-            _fmt(c.acceptance_rate, ".1%") if spec else "—",
-            _fmt(c.mean_acceptance_length, ".2f") if spec else "—",
-            str(len(t.token_ids)), str(len(t.step_sizes)),
-        ])
-    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+RUN_COLUMNS = ("run", "preset", "prompt", "max_tokens", "temperature", "schedule", "outcome", "identical",
+               "first_divergence")
+HISTORY_COLUMNS = list(RUN_COLUMNS + metrics.FLAT_COLUMNS)
 
 
-HISTORY_COLUMNS = ["run", "preset", "prompt", "max_tokens", "temperature", "outcome", "identical",
-                   "first_divergence", "ttft_baseline_s", "ttft_speculative_s", "tokens_per_s_baseline",
-                   "tokens_per_s_speculative", "speedup", "acceptance_rate", "mean_acceptance_length",
-                   "tokens_baseline", "tokens_speculative", "steps_baseline", "steps_speculative"]
-
-
-def _r(value: float | None, digits: int) -> float | None:
-    return None if value is None else round(value, digits)
-
-
-def history_row(comparison: Comparison, number: int, preset: str, prompt: str, max_tokens: int,
-                temperature: float) -> dict:
+def history_row(result: dict, number: int, preset: str, prompt: str, max_tokens: int, temperature: float) -> dict:
     """One finished run as a row of the session history (numbers kept numeric, for the CSV)."""
-    b, s, c = comparison.baseline, comparison.speculative, comparison.counters
-    finished = comparison.finished
-    outcome = "error" if finished and finished.error else "stopped" if finished and finished.cancelled else "done"
+    outcome = "error" if result.get("error") else "stopped" if result.get("cancelled") else "done"
     return {
         "run": number, "preset": preset, "prompt": prompt if len(prompt) <= 60 else prompt[:57] + "...",
-        "max_tokens": max_tokens, "temperature": temperature, "outcome": outcome,
-        "identical": comparison.identical, "first_divergence": comparison.first_divergence,
-        "ttft_baseline_s": _r(b.ttft_s, 3), "ttft_speculative_s": _r(s.ttft_s, 3),
-        "tokens_per_s_baseline": _r(b.tokens_per_s, 2), "tokens_per_s_speculative": _r(s.tokens_per_s, 2),
-        "speedup": _r(comparison.speedup, 3), "acceptance_rate": _r(c.acceptance_rate, 4),
-        "mean_acceptance_length": _r(c.mean_acceptance_length, 3),
-        "tokens_baseline": len(b.token_ids), "tokens_speculative": len(s.token_ids),
-        "steps_baseline": len(b.step_sizes), "steps_speculative": len(s.step_sizes),
+        "max_tokens": max_tokens, "temperature": temperature, "schedule": result.get("schedule"),
+        "outcome": outcome, "identical": result["identical"], "first_divergence": result["first_divergence"],
+        **metrics.flat_row(result),
     }
 
 

@@ -100,6 +100,8 @@ def cmd_compare(args) -> int:
     from playground.comparison import Comparison
     from playground.engine import PromptError
     from playground.engine_pair import pair_for_preset
+    from playground.explain import explain
+    from playground.hardware import detect
     from playground.presets import DEFAULT_PRESET, availability, get_preset
     from playground.report import format_report
 
@@ -122,6 +124,8 @@ def cmd_compare(args) -> int:
         result = comparison.as_dict()
         result["preset"] = preset.name
         result["load_seconds"] = pair.status.load_seconds
+        result["engines"] = pair.engine_info()
+        result["explanation"] = explain(result, preset.method, preset.num_speculative_tokens, detect().device)
         if args.json:
             print(json.dumps(result))
         else:

@@ -5,7 +5,11 @@ Definitions (documented in the README):
 - ttft_s: first token's arrival minus the request's submission.
 - tokens_per_s: decode throughput, (tokens - 1) / (last token's arrival - first token's arrival); the
   first token comes from prefill, which speculation doesn't change.
-- speedup: speculative tokens_per_s / baseline tokens_per_s.
+- step_seconds: mean decode step, (last arrival - first arrival) / (steps - 1).
+- tokens_per_step: mean tokens a decode step emitted, (tokens - first step's) / (steps - 1).
+  So tokens_per_s = tokens_per_step / step_seconds, exactly.
+- speedup: speculative tokens_per_s / baseline tokens_per_s
+         = tokens_per_step_ratio (spec / baseline) / step_cost_ratio (spec step_seconds / baseline's).
 - acceptance_rate, mean_acceptance_length: from the speculative engine's counters, as vLLM defines them.
 - efficiency: speedup / mean acceptance length, the share of acceptance's promised gain delivered.
 """
@@ -52,9 +56,40 @@ class EngineTrace:
         return self.step_times[-1] - self.step_times[0] if len(self.step_times) > 1 else 0.0
 
     @property
+    def decode_steps(self) -> int:
+        """Steps after the first (prefill) one."""
+        return max(0, len(self.step_sizes) - 1)
+
+    @property
     def tokens_per_s(self) -> float | None:
         seconds = self.decode_seconds
         return (len(self.token_ids) - self.step_sizes[0]) / seconds if seconds > 0 else None
+
+    @property
+    def step_seconds(self) -> float | None:
+        return self.decode_seconds / self.decode_steps if self.decode_steps and self.decode_seconds > 0 else None
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        return (len(self.token_ids) - self.step_sizes[0]) / self.decode_steps if self.decode_steps else None
+
+    @property
+    def total_seconds(self) -> float | None:
+        """Submission to last token: how long this engine's pane takes to fill."""
+        return self.step_times[-1] - self.submitted_at if self.step_times and self.submitted_at is not None else None
+
+    def until(self, seconds: float) -> "EngineTrace":
+        """This trace as it stood `seconds` after its own submission (the replay of a sequential run)."""
+        if self.submitted_at is None:
+            return self
+        cut = self.submitted_at + seconds
+        n = sum(1 for t in self.step_times if t <= cut)
+        out = EngineTrace(self.engine, submitted_at=self.submitted_at)
+        out.step_sizes, out.step_times = self.step_sizes[:n], self.step_times[:n]
+        out.token_ids = self.token_ids[:sum(out.step_sizes)]
+        out.finished = n == len(self.step_times) and self.finished
+        out.finish_reason = self.finish_reason if out.finished else None
+        return out
 
     def accepted_per_step(self) -> list[int]:
         """Drafted tokens each decode step accepted, read off the chunk sizes (size - 1; the first step is
@@ -68,7 +103,9 @@ class EngineTrace:
             "ttft_s": _round(self.ttft_s),
             "tokens_per_s": _round(self.tokens_per_s, 2),
             "steps": len(self.step_sizes),
-            "tokens_per_step": list(self.step_sizes),
+            "step_sizes": list(self.step_sizes),
+            "step_seconds": _round(self.step_seconds, 6),
+            "tokens_per_step": _round(self.tokens_per_step, 4),
             "finish_reason": self.finish_reason,
         }
 
@@ -104,6 +141,8 @@ class Comparison:
         self.prompt_token_ids: tuple[int, ...] = ()
         self.schedule: str | None = None
         self.finished: RunFinished | None = None
+        # (arrival time, counters so far) at each speculative step: the acceptance chart's line
+        self.counter_history: list[tuple[float, SpecDecodeCounters]] = []
 
     def add(self, event) -> None:
         if isinstance(event, RunStarted):
@@ -112,6 +151,7 @@ class Comparison:
             self.traces[event.engine].add(event)
             if event.counters is not None:
                 self.counters = event.counters
+                self.counter_history.append((event.time, event.counters))
         elif isinstance(event, RunFinished):
             self.finished = event
             self.counters = event.counters
@@ -142,9 +182,40 @@ class Comparison:
         return s / b if b and s else None
 
     @property
+    def tokens_per_step_ratio(self) -> float | None:
+        """How many more tokens a speculative step yields than a baseline step (the acceptance factor)."""
+        b, s = self.baseline.tokens_per_step, self.speculative.tokens_per_step
+        return s / b if b and s else None
+
+    @property
+    def step_cost_ratio(self) -> float | None:
+        """How much longer a speculative step takes than a baseline step (the cost factor)."""
+        b, s = self.baseline.step_seconds, self.speculative.step_seconds
+        return s / b if b and s else None
+
+    @property
     def efficiency(self) -> float | None:
         mal = self.counters.mean_acceptance_length
         return self.speedup / mal if self.speedup and mal else None
+
+    def until(self, seconds: float) -> "Comparison":
+        """The run as it stood `seconds` after each engine's own submission: both engines on one clock, as
+        if each had run alone from time zero. Counters and the verdict come with the last frame only."""
+        view = Comparison(self.decode, self.num_speculative_tokens)
+        view.run_id, view.prompt_token_ids, view.schedule = self.run_id, self.prompt_token_ids, self.schedule
+        view.traces = {role: trace.until(seconds) for role, trace in self.traces.items()}
+        submitted = self.speculative.submitted_at
+        if submitted is not None:
+            view.counter_history = [(t, c) for t, c in self.counter_history if t <= submitted + seconds]
+            view.counters = view.counter_history[-1][1] if view.counter_history else SpecDecodeCounters()
+        if seconds >= self.replay_seconds:
+            view.counters, view.finished = self.counters, self.finished
+        return view
+
+    @property
+    def replay_seconds(self) -> float:
+        """How long a replay on one clock lasts: the slower engine's submission-to-last-token time."""
+        return max((t.total_seconds or 0.0) for t in self.traces.values())
 
     def as_dict(self) -> dict:
         """The `compare --json` object."""
@@ -164,6 +235,8 @@ class Comparison:
             "identical": self.identical,
             "first_divergence": index,
             "speedup": _round(self.speedup, 3),
+            "tokens_per_step_ratio": _round(self.tokens_per_step_ratio, 4),
+            "step_cost_ratio": _round(self.step_cost_ratio, 4),
             "schedule": self.schedule,
             "prompt_tokens": len(self.prompt_token_ids),
             BASELINE: self.baseline.as_dict(),

@@ -39,7 +39,9 @@ class _CountersLogger:
 
     def __init__(self, vllm_config=None, engine_index: int = 0):
         self.num_drafts = self.num_draft_tokens = self.num_accepted_tokens = 0
-        self.accepted_per_position: list[int] = []
+        spec = getattr(vllm_config, "speculative_config", None)
+        # one slot per draft position, sized once from k as vLLM sizes its own SpecDecodingStats
+        self.accepted_per_position = [0] * (spec.num_speculative_tokens if spec is not None else 0)
 
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0, **_):
         stats = getattr(scheduler_stats, "spec_decoding_stats", None)
@@ -48,10 +50,7 @@ class _CountersLogger:
         self.num_drafts += stats.num_drafts
         self.num_draft_tokens += stats.num_draft_tokens
         self.num_accepted_tokens += stats.num_accepted_tokens
-        per_pos = stats.num_accepted_tokens_per_pos
-        if len(self.accepted_per_position) < len(per_pos):
-            self.accepted_per_position += [0] * (len(per_pos) - len(self.accepted_per_position))
-        for i, n in enumerate(per_pos):
+        for i, n in enumerate(stats.num_accepted_tokens_per_pos):
             self.accepted_per_position[i] += n
 
     def log_engine_initialized(self):
@@ -130,6 +129,20 @@ class Engine:
             self._tokenizer = await tok if asyncio.iscoroutine(tok) else tok
         self.max_model_len = self._llm.model_config.max_model_len
         self.load_seconds = time.monotonic() - t0
+
+    def info(self) -> dict:
+        """How vLLM resolved this engine's configuration (read from its config, not from a table of
+        versions): whether it got async scheduling, its dtype, and its speculative method and k."""
+        config = getattr(self._llm, "vllm_config", None)
+        if config is None:
+            return {}
+        spec = config.speculative_config
+        return {
+            "async_scheduling": bool(getattr(config.scheduler_config, "async_scheduling", False)),
+            "dtype": str(config.model_config.dtype).removeprefix("torch."),
+            "method": getattr(spec, "method", None) if spec is not None else None,
+            "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else None,
+        }
 
     def counters(self) -> SpecDecodeCounters:
         return self._counters.snapshot() if self._counters else SpecDecodeCounters()

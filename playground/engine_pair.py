@@ -213,6 +213,10 @@ class EnginePair:
             events.put(StepEvent(role, step, tuple(token_ids), text, now, submitted, finished, reason, counters))
             step += 1
 
+    def engine_info(self) -> dict[str, dict]:
+        """Per engine, how vLLM resolved its configuration (async scheduling, dtype, method, k)."""
+        return {role: engine.info() for role, engine in self.engines.items()}
+
     def process_ids(self) -> dict[str, list[int]]:
         """Engine-core process ids per engine, for telemetry (VRAM via NVML, RSS via psutil)."""
         return {role: list(engine.pids) for role, engine in self.engines.items()}

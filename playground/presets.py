@@ -48,6 +48,7 @@ class Preset:
     default_max_tokens: int
     ignore_eos: bool
     source: Path
+    pays_off: dict  # device ("cpu", "gpu") -> where this preset is expected to pay, in one sentence
 
     @property
     def method(self) -> str:
@@ -70,18 +71,19 @@ _TOP = {
     "name": (str, True), "description": (str, True), "guide_section": (str, True), "notes": (str, False),
     "device": (str, True), "gpus": (int, False), "target": (dict, True), "speculative_config": (dict, True),
     "memory": (dict, True), "prompt_input": (str, False), "default_max_tokens": (int, False),
-    "ignore_eos": (bool, False),
+    "ignore_eos": (bool, False), "pays_off": (dict, True),
 }
 _TARGET = {
     "model": (str, True), "dtype": (str, True), "max_model_len": (int, True),
     "tensor_parallel_size": (int, False), "load_format": (str, False), "quantization": (str, False),
-    "enforce_eager": (bool, False),
+    "enforce_eager": (bool, False), "gpu_dtype": (str, False),
 }
 _MEMORY = {
     "baseline_gpu_memory_utilization": (float, True), "speculative_gpu_memory_utilization": (float, True),
     "cpu_kvcache_space_gib": (int, True),
 }
 _DTYPES = {"auto", "float32", "float16", "bfloat16"}
+_PAYS_OFF = {"cpu": (str, False), "gpu": (str, True)}
 
 
 def _fail(source: Path, field: str, expected: str, got=None) -> None:
@@ -111,13 +113,17 @@ def validate(data, source: Path) -> Preset:
     _check_fields(source, data, _TOP)
     _check_fields(source, data["target"], _TARGET, "target.")
     _check_fields(source, data["memory"], _MEMORY, "memory.")
+    _check_fields(source, data["pays_off"], _PAYS_OFF, "pays_off.")
+    if data["device"] == "any" and not data["pays_off"].get("cpu"):
+        _fail(source, "pays_off.cpu", "a sentence for the CPU (this preset runs there)", "nothing")
     if data["name"] != source.stem:
         _fail(source, "name", f"the file name without .yaml ({source.stem!r})", data["name"])
     if data["device"] not in ("any", "gpu"):
         _fail(source, "device", "'any' (CPU or GPU) or 'gpu'", data["device"])
     target, spec, memory = data["target"], data["speculative_config"], data["memory"]
-    if target["dtype"] not in _DTYPES:
-        _fail(source, "target.dtype", f"one of {sorted(_DTYPES)}", target["dtype"])
+    for key in ("dtype", "gpu_dtype"):
+        if key in target and target[key] not in _DTYPES:
+            _fail(source, f"target.{key}", f"one of {sorted(_DTYPES)}", target[key])
     if not 64 <= target["max_model_len"] <= 131072:
         _fail(source, "target.max_model_len", "an integer from 64 to 131072", target["max_model_len"])
     tp = target.get("tensor_parallel_size", 1)
@@ -155,6 +161,7 @@ def validate(data, source: Path) -> Preset:
         target={"tensor_parallel_size": 1, "load_format": "auto", "enforce_eager": False, **target},
         speculative_config=dict(spec), memory=dict(memory), prompt_input=prompt_input,
         default_max_tokens=max_tokens, ignore_eos=bool(data.get("ignore_eos", False)), source=source,
+        pays_off={k: v.strip() for k, v in data["pays_off"].items()},
     )
 
 
@@ -237,9 +244,21 @@ def offline_models_needed(preset: Preset) -> list[str]:
     return [ref[len("offline:"):] for ref in preset.model_refs() if ref.startswith("offline:")]
 
 
+def dtype_for(preset: Preset, device: str) -> str:
+    """The target's dtype on this device: `gpu_dtype` on a GPU when the preset sets one (bfloat16 for the
+    SmolLM2 presets: float32 doubles a small model's step cost on a GPU), else `dtype`."""
+    return (preset.target.get("gpu_dtype") or preset.target["dtype"]) if device == "gpu" else preset.target["dtype"]
+
+
+def where_it_pays(preset: Preset, device: str) -> str | None:
+    """One sentence: where this preset is expected to pay, on this kind of device."""
+    return preset.pays_off.get(device)
+
+
 def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
     t = preset.target
-    args = {"model": resolve_model(t["model"]), "dtype": t["dtype"], "max_model_len": t["max_model_len"]}
+    args = {"model": resolve_model(t["model"]), "dtype": dtype_for(preset, hardware.device),
+            "max_model_len": t["max_model_len"]}
     if t["tensor_parallel_size"] > 1:
         args["tensor_parallel_size"] = t["tensor_parallel_size"]
     args["seed"] = 0

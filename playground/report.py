@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
+from playground import metrics
 from playground.events import BASELINE, SPECULATIVE
-
-
-def _fmt(value, spec: str = ".2f", none: str = "-") -> str:
-    return none if value is None else format(value, spec)
 
 
 def verdict(result: dict) -> str:
@@ -26,23 +23,21 @@ def verdict(result: dict) -> str:
 
 
 def metrics_rows(result: dict) -> list[tuple[str, str, str]]:
-    b, s = result[BASELINE], result[SPECULATIVE]
+    s = result[SPECULATIVE]
     load = result.get("load_seconds") or {}
-    return [
-        ("time to first token (s)", _fmt(b["ttft_s"], ".3f"), _fmt(s["ttft_s"], ".3f")),
-        ("decode tokens/s", _fmt(b["tokens_per_s"]), _fmt(s["tokens_per_s"])),
-        ("tokens", str(len(b["token_ids"])), str(len(s["token_ids"]))),
-        ("steps", str(b["steps"]), str(s["steps"])),
-        ("tokens per step", _fmt(len(b["token_ids"]) / b["steps"] if b["steps"] else None),
-         _fmt(len(s["token_ids"]) / s["steps"] if s["steps"] else None)),
-        ("engine load (s)", _fmt(load.get(BASELINE), ".1f"), _fmt(load.get(SPECULATIVE), ".1f")),
-        ("speedup", "", _fmt(result["speedup"], ".2f") + "x" if result["speedup"] else "-"),
-        ("acceptance rate", "", _fmt(s["acceptance_rate"], ".1%")),
-        ("mean acceptance length", "", _fmt(s["mean_acceptance_length"], ".2f")),
-        ("drafts / draft tokens / accepted", "", f"{s['num_drafts']} / {s['num_draft_tokens']} / {s['num_accepted']}"),
-        ("accepted per position", "", " ".join(map(str, s["accepted_per_position"])) or "-"),
-        ("efficiency (speedup / mean acc. length)", "", _fmt(s["efficiency"], ".2f")),
-    ]
+    engines = result.get("engines") or {}
+    rows = metrics.table_rows(result)
+    rows.append(("engine load (s)", *(f"{load[r]:.1f}" if load.get(r) is not None else "—" for r in (BASELINE, SPECULATIVE))))
+    if engines:
+        rows.append(("async scheduling", *(_on_off(engines.get(r, {}).get("async_scheduling"))
+                                           for r in (BASELINE, SPECULATIVE))))
+    rows.append(("drafts / draft tokens / accepted", "", f"{s['num_drafts']} / {s['num_draft_tokens']} / {s['num_accepted']}"))
+    rows.append(("accepted per position", "", " ".join(map(str, s["accepted_per_position"])) or "—"))
+    return rows
+
+
+def _on_off(flag) -> str:
+    return "—" if flag is None else "on" if flag else "off"
 
 
 def format_report(result: dict) -> str:
@@ -51,6 +46,8 @@ def format_report(result: dict) -> str:
     out += ["── baseline " + "─" * 60, b["text"] or " ".join(map(str, b["token_ids"])), ""]
     out += ["── speculative " + "─" * 57, s["text"] or " ".join(map(str, s["token_ids"])), ""]
     out += [verdict(result), ""]
+    if result.get("explanation"):
+        out += ["why: " + result["explanation"], ""]
     rows = metrics_rows(result)
     w0 = max(len(r[0]) for r in rows)
     out.append(f"{'':{w0}}  {'baseline':>12}  {'speculative':>12}")

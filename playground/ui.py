@@ -1,209 +1,43 @@
-"""The playground page (Gradio Blocks): prompt and controls, the two streaming panes, identity badge, live
-charts, summary and history tables, the preset's `vllm serve` lines. The only module that imports Gradio.
+"""The playground page (Gradio Blocks), built from small functions: prompt and controls, the two streaming
+panes, the identity badge, the speedup's two factors, live charts, tables, the preset's `vllm serve` lines.
+The only module that imports Gradio; what it shows is computed by `live_run`, `views` and `charts`.
 
-A run is a generator over pair.stream(): events go into a Comparison as they arrive, and the page is
-redrawn at most UPDATE_HZ times a second, so rendering never falls behind (or slows) the engines.
+Handlers return {component: value} dicts (names from `live_run`), never positional tuples. A run streams
+events into a LiveRun and redraws at most UPDATE_HZ times a second; a sequential run is then replayed on
+one clock by a second event that doesn't hold the engines, so the next visitor's run can start.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
 
 import gradio as gr
 
-from playground import charts, views
-from playground.comparison import Comparison
+from playground import views
+from playground.cancel import CancelRegistry
+from playground.charts import history_table
 from playground.engine import PromptError
-from playground.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, StepEvent
+from playground.events import BASELINE, SPECULATIVE, RunFinished
+from playground.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX, TOKEN_EXAMPLES, InputError,
+                               build_request, check_schedule, max_tokens_limit)
+from playground.live_run import API_OUTPUTS, REPLAY_OUTPUTS, UPDATE_HZ, LiveRun, empty_frame
 from playground.pair_manager import PairManager, PresetNotAllowed
-from playground.presets import Preset, resolve_model, serve_commands
+from playground.presets import Preset, availability, dtype_for, serve_commands, where_it_pays
 
-UPDATE_HZ = 4.0
-MAX_PROMPT_CHARS = 20_000
-TEMPERATURE_MAX = 2.0
-
-EXAMPLES = {
-    "code": ("Rename the variable `total` to `running_sum` in this Python function and return the whole "
-             "function:\n\ndef average(values):\n    total = 0\n    for value in values:\n        total += value\n"
-             "    return total / len(values)\n"),
-    "rewrite": ("Rewrite this paragraph in the passive voice, keeping every detail:\n\nThe committee approved "
-                "the new budget on Monday. The mayor signed the order the next day, and the city council "
-                "published the full text on its website."),
-    "chat": "What are three simple tips for staying focused while studying?",
-    "creative": "Write a short poem about a lighthouse keeper who talks to the sea.",
-}
-# Dummy-weight presets take token ids; a repeating pattern gives n-gram style drafts something to match.
-TOKEN_EXAMPLES = {
-    "code": "1000, 1001, 1002, 1003, 1000, 1001, 1002, 1003",
-    "rewrite": ", ".join(str(1200 + i % 16) for i in range(48)),
-    "chat": "128000, 9906, 11, 1268, 527, 499, 3432, 30",
-    "creative": " ".join(str(5000 + 7 * i) for i in range(24)),
-}
+# Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
+RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
+POLL_OUTPUTS = ("status", "run_btn", "preset", "preset_info", "serve_b", "serve_s", "max_tokens", "legend",
+                "prompt", "poll_key")
 
 
-class InputError(ValueError):
-    """A bad input from the page; the message is shown as is."""
-
-
-# -- inputs ------------------------------------------------------------------------------------------------
-def max_tokens_limit(preset: Preset) -> int:
-    return max(1, preset.target["max_model_len"] // 2)
-
-
-def _vocab_size(preset: Preset) -> int | None:
-    try:
-        with open(os.path.join(resolve_model(preset.target["model"]), "config.json")) as f:
-            config = json.load(f)
-        return int(config["vocab_size"])
-    except Exception:  # a hub model we haven't downloaded: the engine checks the ids
-        return None
-
-
-def parse_token_ids(text: str, vocab_size: int | None) -> tuple[int, ...]:
-    parts = [p for p in text.replace(",", " ").split() if p]
-    if not parts:
-        raise InputError("The prompt is empty: this preset takes token ids, e.g. 1000, 1001, 1002.")
-    ids = []
-    for p in parts:
-        if not p.isdigit():
-            raise InputError(f"This preset has no tokenizer: give the prompt as token ids separated by commas "
-                             f"or spaces ({p[:20]!r} is not a non-negative integer).")
-        ids.append(int(p))
-    if vocab_size and max(ids) >= vocab_size:
-        raise InputError(f"Token id {max(ids)} is outside the vocabulary (0 to {vocab_size - 1}).")
-    return tuple(ids)
-
-
-def build_request(preset: Preset, prompt: str, max_tokens, temperature) -> GenerationRequest:
-    """Validate the page's inputs for this preset; raises InputError with a message for people."""
-    limit = max_tokens_limit(preset)
-    try:
-        max_tokens_value = float(max_tokens)
-    except (TypeError, ValueError):
-        raise InputError("Max tokens must be a whole number.") from None
-    if not 1 <= max_tokens_value <= limit or max_tokens_value != int(max_tokens_value):  # range first: inf, nan
-        raise InputError(f"Max tokens must be a whole number from 1 to {limit} for this preset.")
-    try:
-        temperature = float(temperature)
-    except (TypeError, ValueError):
-        raise InputError("Temperature must be a number.") from None
-    if not 0.0 <= temperature <= TEMPERATURE_MAX:
-        raise InputError(f"Temperature must be between 0 and {TEMPERATURE_MAX:g}.")
-    prompt = prompt or ""
-    if len(prompt) > MAX_PROMPT_CHARS:
-        raise InputError(f"The prompt is {len(prompt):,} characters; the page accepts up to {MAX_PROMPT_CHARS:,}.")
-    common = {"max_tokens": int(max_tokens_value), "temperature": temperature, "ignore_eos": preset.ignore_eos}
-    if preset.prompt_input == "token_ids":
-        return GenerationRequest(prompt_token_ids=parse_token_ids(prompt, _vocab_size(preset)), **common)
-    if not prompt.strip():
-        raise InputError("The prompt is empty: type something for both engines to answer.")
-    return GenerationRequest(prompt=prompt, **common)
-
-
-# -- one run, rendered -----------------------------------------------------------------------------------
-@dataclass
-class LiveRun:
-    """A run in progress: its Comparison, per-token text for both panes, acceptance over time."""
-
-    preset: Preset
-    request: GenerationRequest
-    decoders: dict
-    comparison: Comparison = None
-    pieces: dict = field(default_factory=dict)
-    acceptance: list = field(default_factory=list)  # (time, SpecDecodeCounters) per speculative step
-
-    def __post_init__(self):
-        decode = self.decoders.get(BASELINE)
-        self.comparison = Comparison(decode=decode, num_speculative_tokens=self.preset.num_speculative_tokens)
-        self.pieces = {role: views.TokenPieces(self.decoders.get(role)) for role in (BASELINE, SPECULATIVE)}
-
-    def add(self, event) -> None:
-        self.comparison.add(event)
-        if isinstance(event, StepEvent) and event.counters is not None:
-            self.acceptance.append((event.time, event.counters))
-
-    @property
-    def synthetic(self) -> bool:
-        return self.preset.speculative_config.get("rejection_sample_method") == "synthetic"
-
-    def panes(self) -> tuple[str, str, dict]:
-        c = self.comparison
-        done = c.done and not (c.finished and c.finished.error)
-        divergence = c.first_divergence if done else None
-        texts = {role: self.pieces[role].update(c.traces[role].token_ids) for role in (BASELINE, SPECULATIVE)}
-
-        def stop_token(role):  # vLLM keeps the EOS id in the output; show it, dimmed, as what ended the text
-            return (c.traces[role].finish_reason == "stop" and self.preset.prompt_input == "text"
-                    and not self.request.ignore_eos)
-
-        k = self.preset.num_speculative_tokens
-        base = views.pane_html(BASELINE, "Baseline", "target model alone, one token per step",
-                               views.baseline_tokens_html(texts[BASELINE], divergence, stop_token(BASELINE)),
-                               views.stats_line(c, BASELINE))
-        spec = views.pane_html(SPECULATIVE, "Speculative", f"{self.preset.method}, k={k}: verified drafts",
-                               views.speculative_tokens_html(texts[SPECULATIVE], c.speculative.step_sizes, k,
-                                                             divergence, stop_token(SPECULATIVE)),
-                               views.stats_line(c, SPECULATIVE))
-        return base, spec, texts
-
-    def badge(self, texts: dict) -> str:
-        return views.badge_html(self.comparison, texts, temperature=self.request.temperature,
-                                synthetic=self.synthetic, max_tokens=self.request.max_tokens)
-
-    def figures(self, sampler):
-        c = self.comparison
-        origin = charts.run_origin(c)
-        memory = sampler.series(since=(origin - 2.0) if origin else None) if sampler else {}
-        label = sampler.label if sampler else "not sampled"
-        return (charts.tokens_per_s_figure(c),
-                charts.acceptance_figure(self.acceptance, c.counters, self.preset.num_speculative_tokens, origin),
-                charts.memory_figure(memory, label, origin))
-
-    def result(self) -> dict:
-        out = self.comparison.as_dict()
-        out["preset"] = self.preset.name
-        out["request"] = {"max_tokens": self.request.max_tokens, "temperature": self.request.temperature}
-        return out
-
-
-class CancelRegistry:
-    """Stop buttons find their session's run here (sessions are Gradio's session_hash)."""
+class Page:
+    """The page's components by name; `out()` turns {name: value} into the {component: value} Gradio wants."""
 
     def __init__(self):
-        self._events: dict[str, threading.Event] = {}
-        self._lock = threading.Lock()
-
-    def new(self, session: str) -> threading.Event:
-        with self._lock:
-            self._events[session] = event = threading.Event()
-            return event
-
-    def cancel(self, session: str) -> bool:
-        with self._lock:
-            event = self._events.get(session)
-        if event is None:
-            return False
-        event.set()
-        return True
-
-    def done(self, session: str, event: threading.Event) -> None:
-        with self._lock:
-            if self._events.get(session) is event:
-                del self._events[session]
-
-
-# -- the page --------------------------------------------------------------------------------------------
-@dataclass
-class Page:
-    """Components the handlers write to (built by the small functions below)."""
-
-    c: dict = field(default_factory=dict)
+        self.c: dict = {}
 
     def __getattr__(self, name):
         try:
@@ -211,18 +45,19 @@ class Page:
         except KeyError:
             raise AttributeError(name) from None
 
+    def list(self, names) -> list:
+        return [self.c[n] for n in names]
 
-RUN_OUTPUTS = ("error", "badge", "pane_b", "pane_s", "summary", "fig_rate", "fig_accept", "fig_mem",
-               "history_df", "history_file", "result", "run_btn", "stop_btn", "history")
-POLL_OUTPUTS = ("status", "run_btn", "preset", "preset_info", "serve_b", "serve_s", "max_tokens", "legend",
-                "prompt", "poll_key")
+    def out(self, values: dict) -> dict:
+        return {self.c[name]: value for name, value in values.items()}
 
 
+# -- layout ----------------------------------------------------------------------------------------------
 def _header(page: Page, manager: PairManager, names: list[str]) -> None:
     with gr.Row(equal_height=True):
         with gr.Column(scale=3, min_width=300):
             gr.Markdown("## Speculative decoding playground\nThe same prompt goes to a baseline engine and a "
-                        "speculative engine at once: same outputs, fewer steps.")
+                        "speculative engine: same outputs, fewer steps, and why that is faster or not.")
         with gr.Column(scale=2, min_width=260):
             page.c["preset"] = gr.Dropdown(choices=names, value=manager.status().preset, label="Preset",
                                            interactive=len(names) > 1, elem_id="preset")
@@ -247,37 +82,35 @@ def _prompt_panel(page: Page, manager: PairManager) -> None:
             page.c["temperature"] = gr.Slider(0.0, TEMPERATURE_MAX, value=0.0, step=0.05,
                                               label="Temperature (0 = greedy: outputs should match)",
                                               elem_id="temperature")
+            page.c["schedule"] = gr.Radio([(label, key) for key, label in SCHEDULES.items()],
+                                          value=DEFAULT_SCHEDULE[manager.hardware.device], label="Schedule",
+                                          info=SCHEDULE_INFO, elem_id="schedule")
             with gr.Row():
                 page.c["run_btn"] = gr.Button("Run", variant="primary", interactive=False, elem_id="run")
                 page.c["stop_btn"] = gr.Button("Stop", variant="stop", interactive=False, elem_id="stop")
+                page.c["replay_btn"] = gr.Button("Replay race", interactive=False, elem_id="replay")
     page.c["error"] = gr.HTML(elem_id="page-error")
 
 
-def _panes(page: Page, k: int) -> None:
-    page.c["badge"] = gr.HTML(views.badge_html(None), elem_id="badge")
+def _panes(page: Page, start: dict, k: int) -> None:
+    page.c["badge"] = gr.HTML(start["badge"], elem_id="badge")
+    page.c["explain"] = gr.HTML(start["explain"], elem_id="explain")
     with gr.Row(equal_height=False):
         with gr.Column(min_width=320):
-            page.c["pane_b"] = gr.HTML(views.pane_html(BASELINE, "Baseline", "target model alone", ""),
-                                       elem_id="baseline-pane")
+            page.c["pane_b"] = gr.HTML(start["pane_b"], elem_id="baseline-pane")
         with gr.Column(min_width=320):
-            page.c["pane_s"] = gr.HTML(views.pane_html(SPECULATIVE, "Speculative", "verified drafts", ""),
-                                       elem_id="speculative-pane")
+            page.c["pane_s"] = gr.HTML(start["pane_s"], elem_id="speculative-pane")
             page.c["legend"] = gr.HTML(views.legend_html(k), elem_id="legend")
 
 
-def _stats(page: Page, manager: PairManager) -> None:
-    page.c["summary"] = gr.DataFrame(charts.summary_table(Comparison()).iloc[0:0], label="This run",
-                                     interactive=False, elem_id="summary")
-    # Empty charts to start with; building them also loads plotly's validators now rather than during the
-    # first run, where that second of CPU would land in the engines' first tokens.
-    empty = LiveRun(manager.preset, GenerationRequest(prompt="-"), {})
-    rate, accept, memory = empty.figures(None)
+def _stats(page: Page, start: dict) -> None:
+    page.c["summary"] = gr.DataFrame(start["summary"], label="This run", interactive=False, elem_id="summary")
     with gr.Row():
-        page.c["fig_rate"] = gr.Plot(rate, label="tokens/s", elem_id="chart-rate")
-        page.c["fig_accept"] = gr.Plot(accept, label="acceptance", elem_id="chart-acceptance")
-        page.c["fig_mem"] = gr.Plot(memory, label="memory", elem_id="chart-memory")
+        page.c["fig_rate"] = gr.Plot(start["fig_rate"], label="tokens/s", elem_id="chart-rate")
+        page.c["fig_accept"] = gr.Plot(start["fig_accept"], label="acceptance", elem_id="chart-acceptance")
+        page.c["fig_mem"] = gr.Plot(start["fig_mem"], label="memory", elem_id="chart-memory")
     with gr.Accordion("Session history", open=True):
-        page.c["history_df"] = gr.DataFrame(charts.history_table([]), interactive=False, elem_id="history")
+        page.c["history_df"] = gr.DataFrame(history_table([]), interactive=False, elem_id="history")
         page.c["history_file"] = gr.DownloadButton("Download history (CSV)", value=None, size="sm",
                                                    elem_id="history-csv")
     with gr.Accordion("Raw result (JSON)", open=False):
@@ -292,96 +125,112 @@ def _serve_panel(page: Page) -> None:
 
 
 def _preset_info(preset: Preset, manager: PairManager) -> str:
-    from playground.presets import availability
-
+    device = manager.hardware.device
     notes = f"\n\n{preset.notes}" if preset.notes else ""
+    pays = where_it_pays(preset, device)
+    pays = f"\n\n**Where it pays on this {device.upper()}:** {pays}" if pays else ""
     return (f"**{preset.name}**: {preset.description} · guide: *{preset.guide_section}* · "
-            f"{availability(preset, manager.hardware).reason}{notes}")
+            f"{dtype_for(preset, device)} · {availability(preset, manager.hardware).reason}{pays}{notes}")
 
 
+# -- the page --------------------------------------------------------------------------------------------
 def build_page(manager: PairManager) -> gr.Blocks:
     names = list(manager.presets)
     registry = CancelRegistry()
     history_dir = tempfile.mkdtemp(prefix="playground-history-")
     page = Page()
+    start = empty_frame(manager.preset)
     with gr.Blocks(title="Speculative decoding playground") as demo:
         _header(page, manager, names)
         _serve_panel(page)  # near the top: the preset's lesson in vLLM's own terms
         _prompt_panel(page, manager)
-        _panes(page, manager.preset.num_speculative_tokens)
-        _stats(page, manager)
+        _panes(page, start, manager.preset.num_speculative_tokens)
+        _stats(page, start)
         page.c["history"] = gr.State([])
+        page.c["live"] = gr.State(None)  # the last run, for its replay
         page.c["poll_key"] = gr.State(None)
-        timer = gr.Timer(1.0)
-
-        def outputs(names_):
-            return [page.c[n] for n in names_]
-
-        # -- status polling: the loading state, Run enabled only when ready, preset-dependent widgets --
-        def poll(last_key):
-            status = manager.status()
-            if status.key == last_key:
-                return tuple(gr.skip() for _ in POLL_OUTPUTS)
-            preset = manager.presets[status.preset]
-            lines = serve_commands(preset, manager.hardware)
-            token_mode = preset.prompt_input == "token_ids"
-            return (
-                views.status_html(status.state, status.preset, status.message, status.progress,
-                                  status.elapsed_s, manager.hardware.describe()),
-                gr.update(interactive=status.state == "ready"),
-                gr.update(value=status.preset),
-                _preset_info(preset, manager),
-                lines[BASELINE], lines[SPECULATIVE],
-                gr.update(maximum=max_tokens_limit(preset)),
-                views.legend_html(preset.num_speculative_tokens),
-                gr.update(placeholder="token ids, e.g. 1000, 1001, 1002" if token_mode else "Type a prompt"),
-                status.key,
-            )
-
-        timer.tick(poll, inputs=page.poll_key, outputs=outputs(POLL_OUTPUTS), show_progress="hidden",
-                   api_visibility="private", concurrency_limit=None)
-        demo.load(poll, inputs=page.poll_key, outputs=outputs(POLL_OUTPUTS), show_progress="hidden",
-                  api_visibility="private", concurrency_limit=None)
-
-        def switch(name):
-            try:
-                manager.load(name)
-            except (PresetNotAllowed, RuntimeError) as exc:
-                return views.error_html(str(exc))
-            return ""
-
-        page.preset.input(switch, inputs=page.preset, outputs=page.error, api_name="switch_preset",
-                          concurrency_limit=1, concurrency_id="engines")
-
-        for kind in EXAMPLES:
-            page.c[f"ex_{kind}"].click(
-                lambda kind=kind: (TOKEN_EXAMPLES if manager.preset.prompt_input == "token_ids" else EXAMPLES)[kind],
-                outputs=page.prompt, queue=False, api_visibility="private")
-
-        # -- a run --
-        def run(prompt, max_tokens, temperature, history, request: gr.Request):
-            yield from _run(manager, registry, history_dir, prompt, max_tokens, temperature, history,
-                            _session(request))
-
-        page.run_btn.click(run, inputs=[page.prompt, page.max_tokens, page.temperature, page.history],
-                           outputs=outputs(RUN_OUTPUTS), api_name="run", concurrency_limit=1,
-                           concurrency_id="engines", show_progress="minimal", show_progress_on=[page.badge])
-
-        def stop(request: gr.Request):
-            registry.cancel(_session(request))
-            return gr.update(interactive=False)
-
-        page.stop_btn.click(stop, outputs=page.stop_btn, api_name="stop", concurrency_limit=None,
-                            show_progress="hidden")
-
-        def status() -> dict:
-            s = manager.status()
-            pair = manager.pair
-            return {"state": s.state, "preset": s.preset, "message": s.message, "progress": s.progress,
-                    "elapsed_s": s.elapsed_s, "engine_pids": pair.process_ids() if pair else None}
-
-        gr.api(status, api_name="status", concurrency_limit=None)
+        _wire_status(demo, page, manager)
+        _wire_run(page, manager, registry, history_dir)
     return demo
+
+
+def _wire_status(demo: gr.Blocks, page: Page, manager: PairManager) -> None:
+    """Status polling: the loading state, Run enabled only when ready, preset-dependent widgets; switching."""
+
+    def poll(last_key):
+        status = manager.status()
+        if status.key == last_key:
+            return page.out({"poll_key": last_key})  # nothing changed: redraw nothing
+        preset = manager.presets[status.preset]
+        lines = serve_commands(preset, manager.hardware)
+        token_mode = preset.prompt_input == "token_ids"
+        return page.out({
+            "status": views.status_html(status.state, status.preset, status.message, status.progress,
+                                        status.elapsed_s, manager.hardware.describe()),
+            "run_btn": gr.update(interactive=status.state == "ready"),
+            "preset": gr.update(value=status.preset),
+            "preset_info": _preset_info(preset, manager),
+            "serve_b": lines[BASELINE], "serve_s": lines[SPECULATIVE],
+            "max_tokens": gr.update(maximum=max_tokens_limit(preset)),
+            "legend": views.legend_html(preset.num_speculative_tokens),
+            "prompt": gr.update(placeholder="token ids, e.g. 1000, 1001, 1002" if token_mode else "Type a prompt"),
+            "poll_key": status.key,
+        })
+
+    for trigger in (gr.Timer(1.0).tick, demo.load):
+        trigger(poll, inputs=page.poll_key, outputs=page.list(POLL_OUTPUTS), show_progress="hidden",
+                api_visibility="private", concurrency_limit=None)
+
+    def switch(name):
+        try:
+            manager.load(name)
+        except (PresetNotAllowed, RuntimeError) as exc:
+            return views.error_html(str(exc))
+        return ""
+
+    page.preset.input(switch, inputs=page.preset, outputs=page.error, api_name="switch_preset",
+                      concurrency_limit=1, concurrency_id="engines")
+
+    for kind in EXAMPLES:
+        page.c[f"ex_{kind}"].click(
+            lambda kind=kind: (TOKEN_EXAMPLES if manager.preset.prompt_input == "token_ids" else EXAMPLES)[kind],
+            outputs=page.prompt, queue=False, api_visibility="private")
+
+
+def _wire_run(page: Page, manager: PairManager, registry: CancelRegistry, history_dir: str) -> None:
+    def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
+        for values in _run(manager, registry, history_dir, prompt, max_tokens, temperature, schedule, history,
+                           _session(request)):
+            yield page.out(values)
+
+    def replay(live: LiveRun | None):
+        for values in _replay(manager, live):
+            yield page.out(values)
+
+    replay_outputs = page.list(REPLAY_OUTPUTS + ("run_btn", "replay_btn"))
+    page.run_btn.click(
+        run, inputs=[page.prompt, page.max_tokens, page.temperature, page.schedule, page.history],
+        outputs=page.list(RUN_OUTPUTS), api_name="run", concurrency_limit=1, concurrency_id="engines",
+        show_progress="minimal", show_progress_on=[page.badge],
+    ).then(replay, inputs=page.live, outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
+           show_progress="hidden")
+    page.replay_btn.click(replay, inputs=page.live, outputs=replay_outputs, api_visibility="private",
+                          concurrency_limit=None, show_progress="hidden")
+
+    def stop(request: gr.Request):
+        registry.cancel(_session(request))
+        return gr.update(interactive=False)
+
+    page.stop_btn.click(stop, outputs=page.stop_btn, api_name="stop", concurrency_limit=None,
+                        show_progress="hidden")
+
+    def status() -> dict:
+        s = manager.status()
+        pair = manager.pair
+        return {"state": s.state, "preset": s.preset, "message": s.message, "progress": s.progress,
+                "elapsed_s": s.elapsed_s, "engine_pids": pair.process_ids() if pair else None}
+
+    gr.api(status, api_name="status", concurrency_limit=None)
 
 
 def _session(request: gr.Request | None) -> str:
@@ -389,14 +238,12 @@ def _session(request: gr.Request | None) -> str:
 
 
 def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, prompt, max_tokens, temperature,
-         history: list, session: str):
-    """The run handler: yields tuples in RUN_OUTPUTS order; never raises (errors go on the page)."""
-    skip = gr.skip()
-    idle_buttons = (gr.update(interactive=manager.pair is not None), gr.update(interactive=False))
+         schedule, history: list, session: str):
+    """The run handler: yields {output name: value}; never raises (errors go on the page)."""
+    idle = {"run_btn": gr.update(interactive=manager.pair is not None), "stop_btn": gr.update(interactive=False)}
 
-    def fail(message: str):
-        return (views.error_html(message), skip, skip, skip, skip, skip, skip, skip, skip, skip,
-                {"error": message}, *idle_buttons, history)
+    def fail(message: str) -> dict:
+        return {"error": views.error_html(message), "result": {"error": message}, **idle, "history": history}
 
     pair, preset = manager.pair, manager.preset
     if pair is None:
@@ -404,28 +251,31 @@ def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, promp
         return
     try:
         req = build_request(preset, prompt, max_tokens, temperature)
+        schedule = check_schedule(schedule)
     except InputError as exc:
         yield fail(str(exc))
         return
     cancel = registry.new(session)
     decoders = ({role: pair.engines[role].decode for role in (BASELINE, SPECULATIVE)}
                 if preset.prompt_input == "text" else {})
-    live = LiveRun(preset, req, decoders)
+    live = LiveRun(preset, req, decoders, schedule, manager.hardware.device, pair.engine_info())
+    running = {"error": "", "run_btn": gr.update(interactive=False), "stop_btn": gr.update(interactive=True),
+               "replay_btn": gr.update(interactive=False)}
     failure = None
     with manager.run_lock:
-        stream = pair.stream(req, schedule="concurrent", cancel=cancel)
+        stream = pair.stream(req, schedule=schedule, cancel=cancel)
         finished = False
         try:
             last = 0.0
             for event in stream:
                 live.add(event)
                 finished = isinstance(event, RunFinished)
-                now = time.monotonic()
                 if finished:
                     break
-                if now - last >= 1.0 / UPDATE_HZ:
+                now = time.monotonic()
+                if now - last >= 1.0 / UPDATE_HZ:  # tables only at the end: a DataFrame costs more than a chart
                     last = now
-                    yield _render(live, manager, running=True, history=history)
+                    yield {**live.frame(manager.sampler), **running}
         except PromptError as exc:
             failure = str(exc)
         except Exception as exc:  # the page stays up; the message says what broke
@@ -442,32 +292,31 @@ def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, promp
     if failure is not None:
         yield fail(failure)
         return
-    error = live.comparison.finished.error if live.comparison.finished else None
+    error = live.comparison.finished.error
     if error:
         manager.reload_if_dead()
-    b = live.comparison
-    row = charts.history_row(b, len(history) + 1, preset.name,
-                             req.prompt if req.prompt_token_ids is None else " ".join(map(str, req.prompt_token_ids)),
-                             req.max_tokens, req.temperature)
-    history = history + [row]
+    history = history + [live.history_row(len(history) + 1)]
     path = os.path.join(history_dir, f"history-{session[:12]}.csv")
-    charts.history_table(history).to_csv(path, index=False)
-    yield _render(live, manager, running=False, history=history, csv_path=path,
-                  error=f"An engine failed during the run: {error}" if error else None)
+    history_table(history).to_csv(path, index=False)
+    replayable = live.replayable
+    yield {**live.final(manager.sampler, history, path, f"An engine failed during the run: {error}" if error else None),
+           **idle, "history": history, "live": live if replayable else None,
+           "replay_btn": gr.update(interactive=replayable)}
 
 
-def _render(live: LiveRun, manager: PairManager, running: bool, history: list, csv_path: str | None = None,
-            error: str | None = None):
-    skip = gr.skip()
-    base, spec, texts = live.panes()
-    badge = live.badge(texts)
-    rate, accept, memory = live.figures(manager.sampler)
-    if running:  # tables only at the end: a DataFrame update costs the server more than a chart does
-        return ("", badge, base, spec, skip, rate, accept, memory, skip, skip, skip,
-                gr.update(interactive=False), gr.update(interactive=True), history)
-    return (views.error_html(error), badge, base, spec, charts.summary_table(live.comparison), rate, accept, memory,
-            charts.history_table(history), csv_path, live.result(),
-            gr.update(interactive=manager.pair is not None), gr.update(interactive=False), history)
+def _replay(manager: PairManager, live: LiveRun | None):
+    """Both panes and the rate charts race on one clock from the recorded arrival times (sequential runs)."""
+    if live is None or not live.replayable:
+        yield {"replay_btn": gr.update(interactive=False)}
+        return
+    busy = {"run_btn": gr.update(interactive=False), "replay_btn": gr.update(interactive=False)}
+    total, speed = live.comparison.replay_seconds, live.replay_speed()
+    started = time.monotonic()
+    while (at := (time.monotonic() - started) * speed) < total:
+        yield {**live.frame(at=at), **busy}
+        time.sleep(1.0 / UPDATE_HZ)
+    yield {**live.frame(at=total), "run_btn": gr.update(interactive=manager.pair is not None),
+           "replay_btn": gr.update(interactive=True)}
 
 
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None,

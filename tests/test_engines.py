@@ -61,6 +61,8 @@ def test_ngram_drafts_on_a_rewrite(ngram_pair):
     result = c.as_dict()
     assert result["speculative"]["num_accepted"] == c.counters.num_accepted_tokens
     assert result["speedup"] is not None and result["speculative"]["efficiency"] is not None
+    assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
+    assert len(result["speculative"]["accepted_per_position"]) == 4  # sized from k, every position reported
 
 
 def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair):
@@ -169,16 +171,24 @@ def test_cli_compare_json_has_every_field(pair_pool):
     pair_pool.close()  # the CLI starts its own pair: keep the cores for it
     out = subprocess.run(
         [sys.executable, "-m", "playground", "compare", "--preset", "smollm2-ngram", "--max-tokens", "24",
-         "--prompt", PROMPTS["rewrite-formal"], "--json"],
+         "--prompt", PROMPTS["rewrite-formal"], "--schedule", "sequential", "--json"],
         cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)  # stdout is exactly one JSON object: vLLM's logs go to stderr
     assert result["identical"] is True and result["first_divergence"] is None and result["speedup"] > 0
     for role in ("baseline", "speculative"):
         side = result[role]
-        for key in ("text", "token_ids", "ttft_s", "tokens_per_s", "steps", "tokens_per_step"):
+        for key in ("text", "token_ids", "ttft_s", "tokens_per_s", "steps", "step_sizes", "step_seconds",
+                    "tokens_per_step"):
             assert key in side, (role, key)
-        assert sum(side["tokens_per_step"]) == len(side["token_ids"]) and side["steps"] == len(side["tokens_per_step"])
+        assert sum(side["step_sizes"]) == len(side["token_ids"]) and side["steps"] == len(side["step_sizes"])
+        assert side["tokens_per_s"] == pytest.approx(side["tokens_per_step"] / side["step_seconds"], rel=0.01)
+    # the speedup's decomposition, measured on real engines, multiplies back to the speedup
+    assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
+    assert result["engines"]["baseline"]["dtype"] == "float32"
+    assert result["engines"]["speculative"]["num_speculative_tokens"] == 4
+    assert isinstance(result["engines"]["speculative"]["async_scheduling"], bool)
+    assert result["explanation"] and f"{result['speedup']:.2f}×" in result["explanation"]
     spec = result["speculative"]
     for key in ("acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",
                 "num_draft_tokens", "num_accepted", "efficiency"):

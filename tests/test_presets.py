@@ -118,6 +118,23 @@ def test_gpu_engines_split_the_card():
     assert speculative.engine_args["speculative_config"]["model"].endswith("presets/models/eagle-llama3-8b-head")
 
 
+def test_smollm2_presets_run_bfloat16_on_a_gpu_and_float32_on_the_cpu():
+    for name in ("smollm2-ngram", "smollm2-layerskip-draft", "smollm2-self-draft"):
+        preset = load_presets()[name]
+        assert [s.engine_args["dtype"] for s in engine_settings(preset, GPU)] == ["bfloat16"] * 2
+        assert [s.engine_args["dtype"] for s in engine_settings(preset, CPU)] == ["float32"] * 2
+        assert "--dtype bfloat16" in serve_commands(preset, GPU)["speculative"]
+
+
+def test_every_preset_says_where_it_pays():
+    for preset in load_presets().values():
+        assert len(preset.pays_off["gpu"]) > 30, preset.name
+        if preset.device == "any":
+            assert len(preset.pays_off["cpu"]) > 30, preset.name
+    # the GPU default names the preset that shows the point at scale
+    assert "dummy-llama8b-eagle-k3" in load_presets()["smollm2-ngram"].pays_off["gpu"]
+
+
 def _write(tmp_path, name, data):
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -141,6 +158,8 @@ def _good():
                                             "model": "offline:nope"}), "speculative_config.model", "offline model"),
     (lambda d: d["target"].update(model="../../etc/passwd"), "target.model", "hub id"),
     (lambda d: d.update(name="other"), "name", "file name"),
+    (lambda d: d["pays_off"].pop("cpu"), "pays_off.cpu", "a sentence for the CPU"),
+    (lambda d: d["target"].update(gpu_dtype="bf16"), "target.gpu_dtype", "one of"),
 ])
 def test_broken_preset_names_file_field_and_expectation(tmp_path, edit, field, expected):
     data = _good()

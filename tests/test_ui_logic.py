@@ -140,7 +140,8 @@ def test_acceptance_figure_rate_and_per_position_bars():
     events, c = run_with_acceptance()
     history = [(e.time, e.counters) for e in events if getattr(e, "counters", None) is not None
                and hasattr(e, "engine")]
-    fig = charts.acceptance_figure(history, c.counters, 4, charts.run_origin(c))
+    assert history == c.counter_history
+    fig = charts.acceptance_figure(c)
     line, bars = fig.data
     assert line.y[-1] == pytest.approx(c.counters.acceptance_rate, abs=1e-4)  # 5 accepted of 12 drafted
     assert c.counters.acceptance_rate == pytest.approx(5 / 12)
@@ -160,19 +161,20 @@ def test_memory_figure_is_labelled_and_in_gib():
 
 def test_summary_table_values():
     _, c = run_with_acceptance()
-    df = charts.summary_table(c)
+    df = charts.summary_table(c.as_dict())
     assert list(df.columns) == charts.SUMMARY_COLUMNS
-    spec = df[df.engine == "speculative"].iloc[0]
-    assert spec["tokens"] == "9" and spec["steps"] == "4"
-    assert spec["acceptance rate"] == "41.7%"
-    assert spec["mean acceptance length"] == f"{1 + 5 / 3:.2f}"
-    assert spec["speedup"] == f"{c.speedup:.2f}×"
-    assert df[df.engine == "baseline"].iloc[0]["acceptance rate"] == "—"
+    rows = {row.figure: row for row in df.itertuples()}
+    assert rows["tokens"].speculative == "9" and rows["steps"].speculative == "4" and rows["steps"].baseline == "9"
+    assert rows["acceptance rate"].speculative == "41.7%" and rows["acceptance rate"].baseline == ""
+    assert rows["mean acceptance length"].speculative == f"{1 + 5 / 3:.2f}"
+    assert rows["speedup"].speculative == f"{c.speedup:.2f}×"
+    assert rows["decode step (ms)"].baseline == "500.00"  # one token every 0.5 s
+    assert charts.summary_table(None).empty
 
 
 def test_history_rows_and_csv(tmp_path):
     _, c = run_with_acceptance()
-    rows = [charts.history_row(c, 1, "smollm2-ngram", "x" * 100, 9, 0.0)]
+    rows = [charts.history_row(c.as_dict(), 1, "smollm2-ngram", "x" * 100, 9, 0.0)]
     df = charts.history_table(rows)
     path = tmp_path / "h.csv"
     df.to_csv(path, index=False)
@@ -181,11 +183,84 @@ def test_history_rows_and_csv(tmp_path):
     assert len(text) == 2 and "smollm2-ngram" in text[1]
     assert rows[0]["prompt"].endswith("...") and len(rows[0]["prompt"]) == 60
     assert rows[0]["identical"] is True and rows[0]["outcome"] == "done"
+    assert rows[0]["speedup"] == pytest.approx(c.speedup, abs=1e-3)
+    assert rows[0]["tokens_per_s_speculative"] == pytest.approx(c.speculative.tokens_per_s, abs=0.01)
+
+
+# -- one run's figures: defined once, the speedup's two factors, the replay ----------------------------------
+def test_speedup_is_the_product_of_its_two_factors():
+    # speculative: 4 steps 0.6 s apart yielding 3 tokens each; baseline: 9 steps 0.25 s apart
+    events = synthetic_events(list(range(9)), [[0], [1, 2, 3], [4, 5, 6], [7, 8, 9]], k=4, dt=0.25)
+    c = comparison_of(events)
+    b, s = c.baseline, c.speculative
+    assert b.tokens_per_step == 1.0 and s.tokens_per_step == 3.0
+    assert b.step_seconds == pytest.approx(0.25) and s.step_seconds == pytest.approx(0.25)
+    for trace in (b, s):
+        assert trace.tokens_per_s == pytest.approx(trace.tokens_per_step / trace.step_seconds)
+    assert c.speedup == pytest.approx(c.tokens_per_step_ratio / c.step_cost_ratio)
+    result = c.as_dict()
+    assert result["tokens_per_step_ratio"] == pytest.approx(3.0) and result["step_cost_ratio"] == pytest.approx(1.0)
+    assert result["speculative"]["step_sizes"] == [1, 3, 3, 3]
+
+
+def test_metrics_define_each_figure_once_for_report_table_and_csv():
+    from playground import metrics, report
+
+    _, c = run_with_acceptance()
+    result = c.as_dict()
+    table = {row[0]: row[1:] for row in metrics.table_rows(result)}
+    assert set(table) == {f.label for f in metrics.FIGURES}
+    cli = {row[0]: row[1:] for row in report.metrics_rows(result)}
+    page = {row.figure: (row.baseline, row.speculative) for row in charts.summary_table(result).itertuples()}
+    assert all(cli[label] == page[label] == table[label] for label in table)  # same text in all three
+    flat = metrics.flat_row(result)
+    assert list(flat) == list(metrics.FLAT_COLUMNS)
+    assert set(metrics.FLAT_COLUMNS) <= set(charts.HISTORY_COLUMNS)
+    assert flat["steps_speculative"] == 4 and flat["tokens_baseline"] == 9
+
+
+def test_replay_puts_both_engines_on_one_clock():
+    # sequential: the speculative engine is submitted after the baseline finished
+    base = synthetic_events(list(range(6)), [], dt=1.0, t0=100.0)
+    spec = synthetic_events([], [[0], [1, 2], [3, 4, 5]], dt=1.0, t0=200.0)
+    c = comparison_of([base[0], *base[1:-1], *spec[1:-1], spec[-1]])
+    assert c.replay_seconds == pytest.approx(6.0)  # the baseline's 6 s; the speculative engine took 3 s
+    at2 = c.until(2.0)
+    assert len(at2.baseline.token_ids) == 2 and len(at2.speculative.token_ids) == 3
+    assert not at2.done and at2.counters.num_drafts == 1  # counters as they stood then
+    at4 = c.until(4.0)
+    assert at4.speculative.token_ids == c.speculative.token_ids and at4.speculative.finished
+    assert len(at4.baseline.token_ids) == 4 and not at4.done
+    end = c.until(c.replay_seconds)
+    assert end.done and end.identical and end.counters == c.counters
+
+
+@pytest.mark.parametrize("figures, method, device, expected", [
+    (dict(speedup=1.9, gain=2.5, cost=1.3, acc=0.7, step=0.005), "eagle", "gpu", "Speculation pays (1.90×)"),
+    (dict(speedup=1.5, gain=1.6, cost=1.07, acc=0.3, step=0.05), "ngram", "cpu", "acceptance decides"),
+    (dict(speedup=0.9, gain=1.1, cost=1.22, acc=0.05, step=0.05), "ngram", "cpu", "copies from it"),
+    (dict(speedup=0.3, gain=2.0, cost=6.6, acc=0.5, step=0.002), "ngram", "gpu", "without async scheduling"),
+    (dict(speedup=0.3, gain=2.0, cost=6.6, acc=0.5, step=0.002), "ngram", "gpu", "too small for speculation"),
+    (dict(speedup=0.5, gain=1.8, cost=3.6, acc=0.4, step=0.05), "draft_model", "cpu", "draft is slow relative"),
+    (dict(speedup=0.2, gain=1.1, cost=5.5, acc=0.05, step=0.05), "draft_model", "cpu", "Both factors lose"),
+])
+def test_explanation_names_the_deciding_factor(figures, method, device, expected):
+    from playground.explain import explain
+
+    result = {"speedup": figures["speedup"], "tokens_per_step_ratio": figures["gain"],
+              "step_cost_ratio": figures["cost"], "baseline": {"step_seconds": figures["step"]},
+              "speculative": {"acceptance_rate": figures["acc"]},
+              "engines": {"baseline": {"async_scheduling": True}, "speculative": {"async_scheduling": False}}}
+    sentence = explain(result, method, 4, device)
+    assert expected in sentence and sentence.count(". ") == 0  # one sentence
+    html = views.explain_html(result, sentence, "where it pays <b>")
+    assert f"{figures['gain']:.2f}×" in html and f"{figures['cost']:.2f}×" in html
+    assert "speculative: async scheduling off" in html and "&lt;b&gt;" in html
 
 
 # -- inputs ------------------------------------------------------------------------------------------------
 def test_build_request_validates():
-    from playground.ui import InputError, build_request
+    from playground.inputs import InputError, build_request
 
     text = get_preset("smollm2-ngram")
     assert build_request(text, "hi", 16, 0.5).max_tokens == 16
@@ -204,23 +279,22 @@ def test_build_request_validates():
 
 
 def test_live_run_renders_xss_output_as_text():
-    from playground.ui import LiveRun
+    from playground.events import GenerationRequest
+    from playground.live_run import API_OUTPUTS, LiveRun
 
     preset = get_preset("smollm2-ngram")
     vocab = {1: "<script>window.__pwned=1</script>", 2: "<img src=x onerror=alert(1)>", 3: " ok"}
     engine = FakeEngine(vocab)
-    events = synthetic_events([1, 2, 3], [[1], [2, 3]])
-    from playground.events import GenerationRequest
-
     live = LiveRun(preset, GenerationRequest(prompt="p", max_tokens=3), {BASELINE: engine.decode,
                                                                           SPECULATIVE: engine.decode})
-    for e in events:
+    for e in synthetic_events([1, 2, 3], [[1], [2, 3]]):
         live.add(e)
-    base, spec, texts = live.panes()
-    for html in (base, spec, live.badge(texts)):
-        assert "<script" not in html and "<img" not in html
-    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in spec
-    assert "Identical" in live.badge(texts)
+    final = live.final()
+    assert set(final) == set(API_OUTPUTS)  # every output of the run route, by name
+    for name in ("pane_b", "pane_s", "badge", "explain"):
+        assert "<script" not in final[name] and "<img" not in final[name]
+    assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in final["pane_s"]
+    assert "Identical" in final["badge"]
 
 
 # -- telemetry ------------------------------------------------------------------------------------------------
