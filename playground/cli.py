@@ -1,4 +1,4 @@
-"""`python -m playground presets | serve-cmd | compare | prepare`: the playground without the page."""
+"""`python -m playground presets | serve-cmd | compare | prepare | plan`: the playground without the page."""
 
 from __future__ import annotations
 
@@ -36,6 +36,10 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--schedule", choices=["concurrent", "sequential"], default="concurrent",
                    help="run both engines at once (default) or one after the other (clean timings)")
     c.add_argument("--json", action="store_true", help="print one JSON object")
+    pl = sub.add_parser("plan", help="will the preset's two engines fit in memory? (exit 0 yes, 3 no, 4 can't tell)")
+    from playground.memory_plan import add_arguments as add_plan_arguments
+
+    add_plan_arguments(pl)
     return p
 
 
@@ -135,6 +139,12 @@ def cmd_compare(args) -> int:
     return 0 if not result.get("error") else 1
 
 
+def cmd_plan(args) -> int:
+    from playground.memory_plan import run_cli
+
+    return run_cli(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     import os
 
@@ -152,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_serve(args.preset)
         if args.command == "prepare":
             return cmd_prepare()
+        if args.command == "plan":
+            return cmd_plan(args)
         return cmd_compare(args)
     except (PresetError, OfflineModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
