@@ -31,7 +31,7 @@ from playground.events import BASELINE, SPECULATIVE
 from playground.hardware import Hardware, detect
 from playground.offline_model import DERIVED_DRAFT_NAME, DERIVED_DRAFT_SKIPPED, OFFLINE_MODELS, TARGET_NAME
 from playground.paths import PROJECT_ROOT
-from playground.presets import engines_get_own_gpus
+from playground.presets import dtype_for, engines_get_own_gpus
 
 GIB = 1024 ** 3
 
@@ -494,10 +494,11 @@ def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | No
                      kv_bytes_per_token=kv_bytes_per_token(config, dbytes, tp), tp=tp, note=note), config
 
 
-def _engine_rows(preset) -> list[EngineRow]:
+def _engine_rows(preset, device: str) -> list[EngineRow]:
     t, spec = preset.target, preset.speculative_config
     tp = t["tensor_parallel_size"]
-    target, target_config = _model_part("target", t["model"], t["dtype"], tp, t.get("quantization"), None, None)
+    dtype = dtype_for(preset, device)  # what the engines will load: bf16 SmolLM2 on a GPU
+    target, target_config = _model_part("target", t["model"], dtype, tp, t.get("quantization"), None, None)
     rows = [EngineRow(BASELINE, [target])]
     parts = [target]
     if preset.method != "ngram":
@@ -505,7 +506,7 @@ def _engine_rows(preset) -> list[EngineRow]:
         kind = {"draft_model": "draft model", "eagle": "EAGLE head", "eagle3": "EAGLE-3 head"}[preset.method]
         draft_tp = spec.get("draft_tensor_parallel_size", tp)
         method = preset.method if preset.method != "draft_model" else None
-        draft, _ = _model_part(kind, spec["model"], t["dtype"], draft_tp, spec.get("quantization"), method, target_config)
+        draft, _ = _model_part(kind, spec["model"], dtype, draft_tp, spec.get("quantization"), method, target_config)
         parts = [target, draft]
     rows.append(EngineRow(SPECULATIVE, parts))
     for row in rows:
@@ -532,7 +533,7 @@ def plan(preset, hardware: Hardware | None = None, free_memory: MachineMemory | 
         hardware = (Hardware(len(free_memory.gpus), free_memory.gpu_name, tuple(range(os.cpu_count() or 1)))
                     if free_memory is not None and free_memory.gpus else detect())
     memory = free_memory if free_memory is not None else measure_memory(hardware)
-    rows = _engine_rows(preset)
+    rows = _engine_rows(preset, hardware.device)
     max_len = preset.target["max_model_len"]
     device = hardware.device
     result = MemoryPlan(preset=preset.name, method=preset.method, device=device, machine=hardware.describe(),

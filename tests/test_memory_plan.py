@@ -134,7 +134,7 @@ def test_a_draft_on_one_gpu_under_a_tp2_target_lands_on_rank_0():
 
 
 def test_a_70b_target_on_one_small_gpu_is_refused_with_the_numbers():
-    data = {"name": "made-up-70b", "description": "70B on one GPU", "guide_section": "test", "device": "gpu",
+    data = {"name": "made-up-70b", "description": "70B on one GPU", "guide_section": "test", "device": "gpu", "pays_off": {"gpu": "test"},
             "target": {"model": "repo:presets/models/llama-3.1-70b-shaped", "dtype": "bfloat16", "max_model_len": 8192},
             "speculative_config": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1,
                                    "prompt_lookup_max": 4},
@@ -155,7 +155,7 @@ def test_reservations_beyond_the_free_memory_are_refused():
 
 
 def test_a_kv_space_smaller_than_one_sequence_is_refused():
-    data = {"name": "long", "description": "8B at 128k", "guide_section": "test", "device": "gpu",
+    data = {"name": "long", "description": "8B at 128k", "guide_section": "test", "device": "gpu", "pays_off": {"gpu": "test"},
             "target": {"model": "repo:presets/models/llama-3.1-8b-shaped", "dtype": "bfloat16", "max_model_len": 131072},
             "speculative_config": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1,
                                    "prompt_lookup_max": 4},

@@ -1,0 +1,114 @@
+"""Identity and speed over varied prompts, one preset, each engine alone (the sequential schedule): per prompt
+whether the outputs are identical over their full length, the speedup, its two factors and the page's
+one-sentence explanation. Used to check a preset on a device (e.g. the SmolLM2 presets in bf16 on a GPU).
+
+    python scripts/bench_prompts.py --presets smollm2-ngram,smollm2-layerskip-draft \
+        --prompts examples,code:3,chat:3,rewrite:2,qa:2 --max-tokens 512 --out docs/results/x.json
+
+`examples` are the page's example prompts; `NAME:N` takes the first N prompts of a shipped workload.
+Natural stops (no ignore_eos), so "identical" covers each output to its end. Presets sharing a target
+reuse the resident baseline engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def prompt_list(spec: str) -> list[tuple[str, str]]:
+    from playground.inputs import EXAMPLES
+    from playground.workloads import load_workload
+
+    out = []
+    for item in spec.split(","):
+        name, _, n = item.partition(":")
+        if name == "examples":
+            out += [(f"example-{kind}", text) for kind, text in EXAMPLES.items()]
+        else:
+            out += [(f"{name}-{p.id}", p.prompt) for p in load_workload(name, int(n) if n else None)]
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--presets", default="smollm2-ngram")
+    p.add_argument("--prompts", default="examples,code:3,chat:3,rewrite:2,qa:2")
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--out", required=True)
+    args = p.parse_args(argv)
+
+    from playground.comparison import Comparison
+    from playground.engine_pair import pair_for_preset, switch_in_place
+    from playground.events import BASELINE, GenerationRequest
+    from playground.explain import explain
+    from playground.hardware import detect
+    from playground.presets import dtype_for, get_preset
+
+    hardware = detect()
+    prompts = prompt_list(args.prompts)
+    report = {"hardware": hardware.describe(), "platform": platform.platform(), "max_tokens": args.max_tokens,
+              "schedule": "sequential", "presets": {}}
+    pair = None
+    try:
+        for name in args.presets.split(","):
+            preset = get_preset(name)
+            if pair is None or not switch_in_place(pair, preset, hardware, log=lambda m: print(m, file=sys.stderr)):
+                if pair is not None:
+                    pair.shutdown()
+                pair = pair_for_preset(preset, hardware)
+                pair.start()
+            rows = []
+            for label, text in prompts:
+                request = GenerationRequest(prompt=text, max_tokens=args.max_tokens)
+                comparison = Comparison(decode=pair.engines[BASELINE].decode,
+                                        num_speculative_tokens=preset.num_speculative_tokens)
+                for event in pair.stream(request, schedule="sequential"):
+                    comparison.add(event)
+                result = comparison.as_dict()
+                result["engines"] = pair.engine_info()
+                row = {"prompt": label, "identical": result["identical"],
+                       "first_divergence": result["first_divergence"],
+                       "tokens": [len(result[r]["token_ids"]) for r in ("baseline", "speculative")],
+                       "speedup": result["speedup"], "tokens_per_step_ratio": result["tokens_per_step_ratio"],
+                       "step_cost_ratio": result["step_cost_ratio"],
+                       "acceptance_rate": result["speculative"]["acceptance_rate"],
+                       "tokens_per_s": [result[r]["tokens_per_s"] for r in ("baseline", "speculative")],
+                       "step_ms": [round((result[r]["step_seconds"] or 0) * 1000, 3) for r in ("baseline", "speculative")],
+                       "explanation": explain(result, preset.method, preset.num_speculative_tokens, hardware.device)}
+                if not result["identical"]:
+                    row["divergence_context"] = result.get("divergence_context")
+                rows.append(row)
+                print(f"{name} {label}: identical={row['identical']} speedup={row['speedup']} "
+                      f"({row['tokens_per_step_ratio']} / {row['step_cost_ratio']}) {row['tokens']}", flush=True)
+            speedups = [r["speedup"] for r in rows if r["speedup"]]
+            report["presets"][name] = {
+                "dtype": dtype_for(preset, hardware.device), "engines": pair.engine_info(),
+                "identical": f"{sum(r['identical'] for r in rows)}/{len(rows)}",
+                "speedup_median": round(statistics.median(speedups), 3) if speedups else None,
+                "speedup_range": [min(speedups), max(speedups)] if speedups else None,
+                "load_seconds": pair.status.load_seconds, "rows": rows,
+            }
+            print(f"{name}: identical {report['presets'][name]['identical']}, speedup median "
+                  f"{report['presets'][name]['speedup_median']} range {report['presets'][name]['speedup_range']}")
+    finally:
+        if pair is not None:
+            pair.shutdown()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":  # vLLM spawns engine processes that re-import the main module
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    sys.exit(main())
