@@ -50,7 +50,8 @@ def factors(result: dict) -> Factors | None:
 
 
 def cost_reasons(f: Factors, method: str, k: int, device: str) -> list[str]:
-    """What makes a speculative step expensive here, from the measured figures and the engines' config."""
+    """What makes a speculative step expensive here, from the measured figures and the engines' config, the
+    most telling first (the sentence names two at most)."""
     reasons = []
     if f.async_scheduling.get(SPECULATIVE) is False and f.async_scheduling.get(BASELINE):
         reasons.append("the speculative engine runs without async scheduling on this vLLM, the baseline with it")
@@ -83,11 +84,11 @@ def explain(result: dict, method: str, k: int, device: str) -> str | None:
         return f"Speculation pays ({f.speedup:.2f}×): {head}, so acceptance decides and the steps stay cheap."
     if weak and heavy:
         return (f"Both factors lose ({f.speedup:.2f}×): only {accepted} ({f.gain:.2f}× the tokens per step), and "
-                f"each step takes {f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device))}; "
+                f"each step takes {f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}; "
                 f"{advice}.")
     if heavy:
         return (f"Steps are too expensive ({f.speedup:.2f}×): each yields {f.gain:.2f}× the tokens but takes "
-                f"{f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device))}.")
+                f"{f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}.")
     if weak:
         return (f"Drafts were rarely accepted ({f.speedup:.2f}×): {accepted}, so a step yields only {f.gain:.2f}× "
                 f"the tokens, not enough for steps {f.cost:.2f}× as long; {advice}.")
