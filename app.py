@@ -27,10 +27,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--share", action="store_true", default=None, help="also open a public gradio.live link")
     parser.add_argument("--auth", metavar="USER:PASS",
                         help="require this login (or set PLAYGROUND_AUTH=USER:PASS)")
+    parser.add_argument("--allow-switching", dest="allow_switching", action="store_true", default=None,
+                        help="let visitors switch presets (default: yes on 127.0.0.1, no when served to others)")
+    parser.add_argument("--no-switching", dest="allow_switching", action="store_false",
+                        help="visitors can't switch presets: the page keeps the one the operator loaded")
+    parser.add_argument("--max-run-seconds", type=float, help="stop a run after this long (default: 300)")
+    parser.add_argument("--queue-size", type=int, help="runs and switches that may wait (default: 32)")
     return parser.parse_args(argv)
 
 
-DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None}
+DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
+            "allow_switching": None, "max_run_seconds": 300.0, "queue_size": 32}
 
 
 def resolve_options(args: argparse.Namespace) -> dict:
@@ -87,21 +94,60 @@ def offered_presets(options: dict):
     return {n: p for n, p in chosen.items() if status[n].runnable}, initial, hardware
 
 
+def page_settings(options: dict):
+    """The operator's settings; switching presets is for visitors only on a page served to this machine."""
+    from playground.page_settings import PageSettings
+
+    public = bool(options["share"]) or options["host"] not in ("127.0.0.1", "localhost", "::1")
+    allow = options["allow_switching"] if options["allow_switching"] is not None else not public
+    if options["share"] and not options["auth"]:
+        print("app.py: warning: --share without --auth puts the page and its engines on a public link that "
+              "anyone can use; set --auth USER:PASS (or PLAYGROUND_AUTH)", file=sys.stderr)
+    return PageSettings(allow_switching=bool(allow), max_run_seconds=float(options["max_run_seconds"]),
+                        queue_size=int(options["queue_size"]))
+
+
 def main(argv=None) -> None:
     options = resolve_options(parse_args(argv))
     presets, initial, hardware = offered_presets(options)
+    settings = page_settings(options)
+    from playground.paths import configure_cache_env
+
+    configure_cache_env()  # before Gradio is imported: its temp files go into the project's cache too
     from playground.pair_manager import PairManager
     from playground import ui
 
     manager = PairManager(presets, initial, hardware)
-    manager.load(initial)  # background thread: the page serves while the engines load
-    demo = ui.build_page(manager)
-    # SIGTERM (service managers, test fixtures) takes the same way out as Ctrl-C: engines shut down.
+    # SIGTERM (service managers, test fixtures) takes the same way out as Ctrl-C: engines shut down. Installed
+    # before loading starts, so a stop during loading shuts the loading engines down too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"])
+        manager.load(initial)  # background thread: the page serves while the engines load
+        demo = ui.build_page(manager, settings)
+        ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
+                  queue_size=settings.queue_size)
     finally:
         manager.shutdown()
+        _end_children()
+
+
+def _end_children(grace_s: float = 5.0) -> None:
+    """Engines still starting can't be shut down through vLLM (their constructor holds the pair's loop), so
+    whatever this process started and is still running is ended here: nothing outlives the app."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    for child in children:
+        try:
+            child.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    for child in alive:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
 
 
 if __name__ == "__main__":  # required: vLLM spawns engine processes that re-import the main module

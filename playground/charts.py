@@ -145,8 +145,14 @@ RUN_COLUMNS = ("run", "preset", "prompt", "max_tokens", "temperature", "schedule
 HISTORY_COLUMNS = list(RUN_COLUMNS + metrics.FLAT_COLUMNS)
 
 
+def csv_safe(text: str) -> str:
+    """Text a spreadsheet shows as text: a leading =, +, -, @ (or tab, CR) would make it a formula."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
 def history_row(result: dict, number: int, preset: str, prompt: str, max_tokens: int, temperature: float) -> dict:
     """One finished run as a row of the session history (numbers kept numeric, for the CSV)."""
+    prompt = csv_safe(prompt)
     outcome = "error" if result.get("error") else "stopped" if result.get("cancelled") else "done"
     return {
         "run": number, "preset": preset, "prompt": prompt if len(prompt) <= 60 else prompt[:57] + "...",

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from playground.engine import Engine, EngineSettings, PromptError
+from playground.engine import Engine, EngineSettings, EngineStartError, PromptError
 from playground.events import (
     BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, SpecDecodeCounters, StepEvent,
 )
@@ -109,8 +109,9 @@ class EnginePair:
                                         ignore_eos=True)
         else:
             request = GenerationRequest(prompt=WARMUP_PROMPT, max_tokens=24, ignore_eos=True)
-        for _ in self.stream(request, schedule="sequential"):
-            pass
+        for event in self.stream(request, schedule="sequential"):
+            if isinstance(event, RunFinished) and event.error:  # a dead engine must not pass for a ready one
+                raise EngineStartError(f"warm-up failed: {event.error}")
 
     def shutdown(self) -> None:
         """Stop both engine-core processes and the loop thread; nothing is left behind."""
@@ -178,10 +179,14 @@ class EnginePair:
         """All events of one run, for callers that don't stream."""
         return list(self.stream(request, schedule))
 
-    async def _abort(self, run_id: str) -> None:
+    async def _abort(self, run_id: str, mark_cancelled: bool = True) -> None:
         for role in (BASELINE, SPECULATIVE):
-            await self.engines[role].abort(f"{run_id}-{role}")
-        self._cancelled.add(run_id)
+            try:
+                await self.engines[role].abort(f"{run_id}-{role}")
+            except Exception:  # a dead engine has nothing left to abort
+                pass
+        if mark_cancelled:
+            self._cancelled.add(run_id)
 
     async def _run(self, run_id: str, ids: list[int], request: GenerationRequest, schedule: str,
                    events: queue.Queue) -> None:
@@ -190,8 +195,16 @@ class EnginePair:
         error = None
         try:
             if schedule == "concurrent":
-                await asyncio.gather(*(self._stream_one(role, run_id, ids, request, events, counters_before)
-                                       for role in (BASELINE, SPECULATIVE)))
+                tasks = [asyncio.ensure_future(self._stream_one(role, run_id, ids, request, events, counters_before))
+                         for role in (BASELINE, SPECULATIVE)]
+                done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                if pending:  # one engine failed: stop the other now, or it generates on and skews the next run
+                    await self._abort(run_id, mark_cancelled=False)
+                    await asyncio.wait(pending, timeout=10)
+                    for task in pending:
+                        task.cancel()
+                for task in done:
+                    task.result()  # re-raise the failure
             else:
                 for role in (BASELINE, SPECULATIVE):
                     await self._stream_one(role, run_id, ids, request, events, counters_before)

@@ -11,6 +11,7 @@ from playground.events import GenerationRequest
 from playground.presets import Preset, resolve_model
 
 MAX_PROMPT_CHARS = 20_000
+MAX_TOKEN_IDS = 8_192
 TEMPERATURE_MAX = 2.0
 
 EXAMPLES = {
@@ -54,11 +55,14 @@ def parse_token_ids(text: str, vocab_size: int | None) -> tuple[int, ...]:
     parts = [p for p in text.replace(",", " ").split() if p]
     if not parts:
         raise InputError("The prompt is empty: this preset takes token ids, e.g. 1000, 1001, 1002.")
+    if len(parts) > MAX_TOKEN_IDS:
+        raise InputError(f"The prompt has {len(parts):,} token ids; the page accepts up to {MAX_TOKEN_IDS:,}.")
     ids = []
     for p in parts:
-        if not p.isdigit():
+        # ASCII digits only ("²" and "①" are digits to str.isdigit but not to int()), and no huge numbers
+        if not (p.isascii() and p.isdigit()) or len(p) > 9:
             raise InputError(f"This preset has no tokenizer: give the prompt as token ids separated by commas "
-                             f"or spaces ({p[:20]!r} is not a non-negative integer).")
+                             f"or spaces ({p[:20]!r} is not a token id, a whole number of at most 9 digits).")
         ids.append(int(p))
     if vocab_size and max(ids) >= vocab_size:
         raise InputError(f"Token id {max(ids)} is outside the vocabulary (0 to {vocab_size - 1}).")

@@ -76,10 +76,11 @@ class PairManager:
         return self._sampler
 
     # -- loading --------------------------------------------------------------------------------------------
-    def load(self, name: str, wait_for_run: float = 0.0) -> None:
+    def load(self, name: str, wait_for_run: float = 0.0, full: bool = False) -> None:
         """Replace the current pair by one for `name`, loading in a background thread. Raises
         PresetNotAllowed for a preset the operator didn't offer, RuntimeError while a run holds the engines
-        (after waiting `wait_for_run` seconds) or while another load is in progress."""
+        (after waiting `wait_for_run` seconds) or while another load is in progress. `full` reloads both
+        engines even when the target is shared (after an engine died)."""
         if name not in self.presets:
             raise PresetNotAllowed(f"preset {name!r} is not offered on this page")
         acquired = (self.run_lock.acquire(timeout=wait_for_run) if wait_for_run
@@ -98,7 +99,7 @@ class PairManager:
                 self._started_at, self._load_seconds = time.monotonic(), None
         finally:
             self.run_lock.release()
-        thread = threading.Thread(target=self._load, args=(name, generation, old_pair, old_sampler),
+        thread = threading.Thread(target=self._load, args=(name, generation, old_pair, old_sampler, full),
                                   name=f"load-{name}", daemon=True)
         thread.start()
 
@@ -107,13 +108,13 @@ class PairManager:
             if generation == self._generation:
                 self._message, self._progress = message, fraction
 
-    def _load(self, name: str, generation: int, old_pair, old_sampler) -> None:
+    def _load(self, name: str, generation: int, old_pair, old_sampler, full: bool = False) -> None:
         if old_sampler is not None:
             old_sampler.stop()
         pair = None
         progress = lambda message, fraction: self._report(generation, message, fraction)  # noqa: E731
         try:
-            if old_pair is not None and self._factory is None:
+            if old_pair is not None and self._factory is None and not full:
                 from playground.engine_pair import switch_in_place
 
                 if switch_in_place(old_pair, self.presets[name], self.hardware, progress, log=self._log):
@@ -158,9 +159,9 @@ class PairManager:
         with self._lock:
             dead = self._state == "ready" and self._pair is not None and not all(
                 e.is_alive() for e in self._pair.engines.values())
-        if dead:
-            self._log("an engine died; reloading the preset")
-            self.load(self._preset, wait_for_run=5)
+        if dead:  # both engines, even if only one died: a shared target would otherwise keep a dead baseline
+            self._log("an engine died; reloading both engines")
+            self.load(self._preset, wait_for_run=5, full=True)
         return dead
 
     def shutdown(self) -> None:

@@ -12,6 +12,7 @@ PRESETS_DIR = PROJECT_ROOT / "presets"
 CACHE_DIR = Path(os.environ.get("PLAYGROUND_CACHE", PROJECT_ROOT / ".cache")).resolve()
 MODELS_DIR = CACHE_DIR / "models"
 VLLM_CACHE_DIR = CACHE_DIR / "vllm"
+PAGE_DIR = CACHE_DIR / "page"  # the page's files: history CSVs, and Gradio's copies of what it serves
 
 
 def configure_cache_env() -> None:
@@ -19,3 +20,4 @@ def configure_cache_env() -> None:
     os.environ.setdefault("VLLM_CACHE_ROOT", str(VLLM_CACHE_DIR))
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(CACHE_DIR / "torchinductor"))
     os.environ.setdefault("TRITON_CACHE_DIR", str(CACHE_DIR / "triton"))
+    os.environ.setdefault("GRADIO_TEMP_DIR", str(PAGE_DIR / "gradio"))

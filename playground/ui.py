@@ -9,6 +9,7 @@ one clock by a second event that doesn't hold the engines, so the next visitor's
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import tempfile
@@ -24,6 +25,8 @@ from playground.events import BASELINE, SPECULATIVE, RunFinished
 from playground.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX, TOKEN_EXAMPLES, InputError,
                                build_request, check_schedule, max_tokens_limit)
 from playground.live_run import API_OUTPUTS, REPLAY_OUTPUTS, UPDATE_HZ, LiveRun, empty_frame
+from playground.page_settings import PageSettings, scrub
+from playground.paths import PAGE_DIR
 from playground.pair_manager import PairManager, PresetNotAllowed
 from playground.presets import Preset, availability, dtype_for, serve_commands, where_it_pays
 
@@ -134,14 +137,17 @@ def _preset_info(preset: Preset, manager: PairManager) -> str:
 
 
 # -- the page --------------------------------------------------------------------------------------------
-def build_page(manager: PairManager) -> gr.Blocks:
+def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr.Blocks:
+    settings = settings or PageSettings()
     names = list(manager.presets)
     registry = CancelRegistry()
-    history_dir = tempfile.mkdtemp(prefix="playground-history-")
+    PAGE_DIR.mkdir(parents=True, exist_ok=True)
+    history_dir = tempfile.mkdtemp(prefix="history-", dir=PAGE_DIR)  # inside the project's cache
     page = Page()
     start = empty_frame(manager.preset)
-    with gr.Blocks(title="Speculative decoding playground") as demo:
-        _header(page, manager, names)
+    # delete_cache: every history CSV served is copied into Gradio's cache; files older than an hour go
+    with gr.Blocks(title="Speculative decoding playground", delete_cache=(600, 3600)) as demo:
+        _header(page, manager, names if settings.allow_switching else [manager.preset.name])
         _serve_panel(page)  # near the top: the preset's lesson in vLLM's own terms
         _prompt_panel(page, manager)
         _panes(page, start, manager.preset.num_speculative_tokens)
@@ -149,12 +155,12 @@ def build_page(manager: PairManager) -> gr.Blocks:
         page.c["history"] = gr.State([])
         page.c["live"] = gr.State(None)  # the last run, for its replay
         page.c["poll_key"] = gr.State(None)
-        _wire_status(demo, page, manager)
-        _wire_run(page, manager, registry, history_dir)
+        _wire_status(demo, page, manager, settings)
+        _wire_run(page, manager, registry, history_dir, settings)
     return demo
 
 
-def _wire_status(demo: gr.Blocks, page: Page, manager: PairManager) -> None:
+def _wire_status(demo: gr.Blocks, page: Page, manager: PairManager, settings: PageSettings) -> None:
     """Status polling: the loading state, Run enabled only when ready, preset-dependent widgets; switching."""
 
     def poll(last_key):
@@ -177,16 +183,12 @@ def _wire_status(demo: gr.Blocks, page: Page, manager: PairManager) -> None:
             "poll_key": status.key,
         })
 
-    for trigger in (gr.Timer(1.0).tick, demo.load):
+    for trigger in (gr.Timer(1.0).tick, demo.load):  # not queued: a full queue must not stop the status
         trigger(poll, inputs=page.poll_key, outputs=page.list(POLL_OUTPUTS), show_progress="hidden",
-                api_visibility="private", concurrency_limit=None)
+                api_visibility="private", queue=False)
 
     def switch(name):
-        try:
-            manager.load(name)
-        except (PresetNotAllowed, RuntimeError) as exc:
-            return views.error_html(str(exc))
-        return ""
+        return views.error_html(switch_refusal(manager, settings, name))
 
     page.preset.input(switch, inputs=page.preset, outputs=page.error, api_name="switch_preset",
                       concurrency_limit=1, concurrency_id="engines")
@@ -197,10 +199,11 @@ def _wire_status(demo: gr.Blocks, page: Page, manager: PairManager) -> None:
             outputs=page.prompt, queue=False, api_visibility="private")
 
 
-def _wire_run(page: Page, manager: PairManager, registry: CancelRegistry, history_dir: str) -> None:
+def _wire_run(page: Page, manager: PairManager, registry: CancelRegistry, history_dir: str,
+              settings: PageSettings) -> None:
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
-        for values in _run(manager, registry, history_dir, prompt, max_tokens, temperature, schedule, history,
-                           _session(request)):
+        for values in _run(manager, registry, history_dir, settings, prompt, max_tokens, temperature, schedule,
+                           history, _session(request)):
             yield page.out(values)
 
     def replay(live: LiveRun | None):
@@ -221,28 +224,42 @@ def _wire_run(page: Page, manager: PairManager, registry: CancelRegistry, histor
         registry.cancel(_session(request))
         return gr.update(interactive=False)
 
-    page.stop_btn.click(stop, outputs=page.stop_btn, api_name="stop", concurrency_limit=None,
-                        show_progress="hidden")
+    # not queued: Stop must work when the queue is full of waiting runs
+    page.stop_btn.click(stop, outputs=page.stop_btn, api_name="stop", queue=False, show_progress="hidden")
 
     def status() -> dict:
         s = manager.status()
-        pair = manager.pair
-        return {"state": s.state, "preset": s.preset, "message": s.message, "progress": s.progress,
-                "elapsed_s": s.elapsed_s, "engine_pids": pair.process_ids() if pair else None}
+        return {"state": s.state, "preset": s.preset, "message": scrub(s.message), "progress": s.progress,
+                "elapsed_s": s.elapsed_s}
 
-    gr.api(status, api_name="status", concurrency_limit=None)
+    gr.api(status, api_name="status", queue=False)
 
 
 def _session(request: gr.Request | None) -> str:
     return getattr(request, "session_hash", None) or "anonymous"
 
 
-def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, prompt, max_tokens, temperature,
-         schedule, history: list, session: str):
+def switch_refusal(manager: PairManager, settings: PageSettings, name) -> str | None:
+    """Start loading preset `name`, or say why not (a message for the visitor)."""
+    if not settings.allow_switching:
+        return "Switching presets is turned off on this page (the operator's choice)."
+    status = manager.status()
+    if name == status.preset and status.state in ("ready", "loading"):
+        return None  # already there: reloading would only take the engines away from everyone
+    try:
+        manager.load(name)
+    except (PresetNotAllowed, RuntimeError) as exc:
+        return scrub(str(exc))
+    return None
+
+
+def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, settings: PageSettings, prompt,
+         max_tokens, temperature, schedule, history: list, session: str):
     """The run handler: yields {output name: value}; never raises (errors go on the page)."""
     idle = {"run_btn": gr.update(interactive=manager.pair is not None), "stop_btn": gr.update(interactive=False)}
 
     def fail(message: str) -> dict:
+        message = scrub(message)
         return {"error": views.error_html(message), "result": {"error": message}, **idle, "history": history}
 
     pair, preset = manager.pair, manager.preset
@@ -261,18 +278,21 @@ def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, promp
     live = LiveRun(preset, req, decoders, schedule, manager.hardware.device, pair.engine_info())
     running = {"error": "", "run_btn": gr.update(interactive=False), "stop_btn": gr.update(interactive=True),
                "replay_btn": gr.update(interactive=False)}
-    failure = None
+    failure, timed_out = None, False
     with manager.run_lock:
         stream = pair.stream(req, schedule=schedule, cancel=cancel)
         finished = False
         try:
-            last = 0.0
+            last, started = 0.0, time.monotonic()
             for event in stream:
                 live.add(event)
                 finished = isinstance(event, RunFinished)
                 if finished:
                     break
                 now = time.monotonic()
+                if now - started > settings.max_run_seconds and not cancel.is_set():
+                    timed_out = True
+                    cancel.set()
                 if now - last >= 1.0 / UPDATE_HZ:  # tables only at the end: a DataFrame costs more than a chart
                     last = now
                     yield {**live.frame(manager.sampler), **running}
@@ -295,11 +315,16 @@ def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, promp
     error = live.comparison.finished.error
     if error:
         manager.reload_if_dead()
-    history = history + [live.history_row(len(history) + 1)]
-    path = os.path.join(history_dir, f"history-{session[:12]}.csv")
+    number = (history[-1]["run"] + 1) if history else 1
+    history = (history + [live.history_row(number)])[-settings.history_rows:]
+    # one file per session, overwritten each run; named from a hash, not from the session id itself
+    path = os.path.join(history_dir, f"history-{hashlib.sha256(session.encode()).hexdigest()[:16]}.csv")
     history_table(history).to_csv(path, index=False)
     replayable = live.replayable
-    yield {**live.final(manager.sampler, history, path, f"An engine failed during the run: {error}" if error else None),
+    message = (f"An engine failed during the run: {error}. The engines are being reloaded." if error else
+               f"The run was stopped at this page's limit of {settings.max_run_seconds:g} seconds." if timed_out
+               else None)
+    yield {**live.final(manager.sampler, history, path, scrub(message) if message else None),
            **idle, "history": history, "live": live if replayable else None,
            "replay_btn": gr.update(interactive=replayable)}
 
@@ -320,12 +345,13 @@ def _replay(manager: PairManager, live: LiveRun | None):
 
 
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None,
-           block: bool = True):
+           block: bool = True, queue_size: int = 32):
     """Serve the page with a queue: runs wait their turn instead of fighting over the engines."""
     # The engines' outputs are read by an asyncio loop in this process; threads rendering the page must hand
     # the GIL back quickly (default: every 5 ms), or vLLM merges two steps' chunks before the loop reads them.
     sys.setswitchinterval(0.001)
-    demo.queue(max_size=32, default_concurrency_limit=1)
+    # api_open=False: a direct POST to a queued route is refused, so every run waits its turn in the queue
+    demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                        prevent_thread_lock=not block, show_error=True, footer_links=["api"],
-                       theme=gr.themes.Soft())
+                       theme=gr.themes.Soft(), max_file_size="1mb")

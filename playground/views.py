@@ -12,6 +12,7 @@ from typing import Callable
 
 from playground.comparison import Comparison
 from playground.events import BASELINE, SPECULATIVE
+from playground.page_settings import scrub
 
 PREFILL_COLOR = "#c7d2fe"
 ZERO_COLOR = "#e5e7eb"  # a step that accepted nothing: only the target's own token
@@ -22,6 +23,11 @@ Decode = Callable[[list[int]], str]
 
 def esc(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+def esc_message(text: str) -> str:
+    """An error or status message from the server: escaped, and without server paths."""
+    return esc(scrub(text))
 
 
 def accepted_color(accepted: int, k: int) -> str:
@@ -176,7 +182,7 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
         return (f'<div class="badge running">{doing}{esc(note)} baseline {len(b.token_ids)}{total} · speculative '
                 f'{len(s.token_ids)}{total} tokens</div>')
     if finished.error:
-        return f'<div class="badge error">Run failed: {esc(finished.error)}</div>'
+        return f'<div class="badge error">Run failed: {esc_message(finished.error)}</div>'
     index = comparison.first_divergence
     if finished.cancelled:
         same = ("identical so far" if index is None or index >= min(len(b.token_ids), len(s.token_ids))
@@ -254,12 +260,12 @@ def status_html(state: str, preset: str, message: str, progress: float, elapsed_
                 f'<progress max="100" value="{pct}"></progress> {pct}% · Run is disabled until both engines '
                 f'are ready (about a minute on a CPU).</div>')
     if state == "error":
-        return f'<div class="status error">✗ Preset <b>{name}</b> failed to load: {esc(message)}</div>'
+        return f'<div class="status error">✗ Preset <b>{name}</b> failed to load: {esc_message(message)}</div>'
     return f'<div class="status idle">{esc(message) or "No engines loaded."}</div>'
 
 
 def error_html(message: str | None) -> str:
-    return f'<div class="page-error" role="alert">⚠ {esc(message)}</div>' if message else ""
+    return f'<div class="page-error" role="alert">⚠ {esc_message(message)}</div>' if message else ""
 
 
 CSS = """

@@ -10,6 +10,9 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("PLAYGROUND_FORCE_CPU", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+# What gradio_client downloads in the tests goes under tests/artifacts, so a test can tell that the app
+# server (which doesn't inherit this) writes nothing to /tmp/gradio.
+os.environ.setdefault("GRADIO_TEMP_DIR", os.path.join(os.path.dirname(__file__), "artifacts", "client-downloads"))
 
 import pytest  # noqa: E402
 

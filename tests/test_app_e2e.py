@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from tests.ui_fixtures import ROOT, engine_core_pids
+
 
 from playground.live_run import API_OUTPUTS as OUTPUTS  # what /run returns, by name
 REWRITE = ("Rewrite this sentence in the passive voice: The committee approved the new budget on Monday, and "
@@ -27,6 +29,17 @@ def run(client, prompt, max_tokens=48, temperature=0.0, schedule="sequential") -
 def test_status_ready(app):
     status = app.client().predict(api_name="/status")
     assert status["state"] == "ready" and status["preset"] == "smollm2-ngram"
+    assert "engine_pids" not in status and not any("pid" in key for key in status)  # nothing for visitors
+
+
+def test_direct_rest_calls_cannot_skip_the_queue(app):
+    import httpx
+
+    # a plain POST to the run route would start a run outside the queue (and its cleanup on the event loop)
+    reply = httpx.post(app.url + "gradio_api/run/run", json={"data": [REWRITE, 8, 0.0, "sequential", []]},
+                       timeout=30)
+    assert reply.status_code == 404 and "queue" in reply.text
+    assert run(app.client(), REWRITE, max_tokens=8)["result"]["identical"] is True  # the queue still serves
 
 
 def test_run_gives_identical_outputs_and_stats_at_t0(app):
@@ -130,13 +143,15 @@ def test_switching_presets_reloads_only_the_speculative_engine_and_runs(app):
     assert "no-such-preset" in refusal
     before = client.predict(api_name="/status")
     assert before["preset"] == "smollm2-ngram" and before["state"] == "ready"
+    cores_before = engine_core_pids(app.proc)
+    assert len(cores_before) == 2
     try:
         client.predict("smollm2-self-draft", api_name="/switch_preset")
         status = _wait_for(client, "smollm2-self-draft")
         assert status["state"] == "ready", status
         # the same target: the baseline engine stayed, only the speculative one was replaced
-        assert status["engine_pids"]["baseline"] == before["engine_pids"]["baseline"]
-        assert set(status["engine_pids"]["speculative"]).isdisjoint(before["engine_pids"]["speculative"])
+        cores_after = engine_core_pids(app.proc)
+        assert cores_after[0] == cores_before[0] and cores_after[1] not in cores_before
         out = run(client, "Give me three tips for sleeping better.", max_tokens=32)
         result = out["result"]
         assert result["identical"] is True
@@ -145,3 +160,103 @@ def test_switching_presets_reloads_only_the_speculative_engine_and_runs(app):
     finally:
         client.predict("smollm2-ngram", api_name="/switch_preset")
         assert _wait_for(client, "smollm2-ngram")["state"] == "ready"
+
+
+def test_killed_baseline_engine_is_reported_and_both_engines_come_back(app):
+    import os
+    import signal
+
+    client = app.client()
+    baseline_core = engine_core_pids(app.proc)[0]  # the older engine core: the baseline
+    job = client.submit(STORY, 600, 0.0, "concurrent", api_name="/run")
+    time.sleep(3)
+    os.kill(baseline_core, signal.SIGKILL)
+    out = dict(zip(OUTPUTS, job.result(timeout=120)))
+    assert "engine failed" in out["error"] and "reloaded" in out["error"]
+    # the speculative engine was stopped with it, not left generating to max tokens
+    assert len(out["result"]["speculative"]["token_ids"]) < 600
+    status = _wait_for(client, "smollm2-ngram", timeout=400)
+    assert status["state"] == "ready", status
+    cores = engine_core_pids(app.proc)
+    assert len(cores) == 2 and baseline_core not in cores  # both engines are new
+    again = run(client, REWRITE, max_tokens=32)["result"]
+    assert again["identical"] is True and len(again["baseline"]["token_ids"]) > 5
+
+
+def test_sigterm_while_loading_leaves_no_engine_process():
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.ui_fixtures import free_port
+
+    proc = subprocess.Popen([sys.executable, "app.py", "--presets", "smollm2-ngram", "--port", str(free_port())],
+                            cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not engine_core_pids(proc) and time.monotonic() < deadline:  # an engine is loading
+            time.sleep(0.5)
+        assert engine_core_pids(proc), "no engine started loading"
+        family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        proc.terminate()
+        stopped = time.monotonic()
+        while time.monotonic() - stopped < 10 and any(
+                psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in family):
+            time.sleep(0.2)
+        left = [p for p in family if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        assert not left, f"still running 10 s after SIGTERM: {left}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+
+
+HOSTILE = {
+    "empty": ("", "prompt is empty"),
+    "1 MB": ("x" * 1_000_000, "characters"),
+    "NUL and control characters": ("say hi\x00\x01\x07\x1b[31m\x7f", None),
+    "RTL override": ("Repeat: \u202eevil\u202c and \u2066isolated\u2069 text", None),
+    "emoji": ("Explain this: 🦜🔥👩‍👩‍👧 in one line", None),
+    "HTML and script": ("<script>alert(1)</script><img src=x onerror=alert(2)> repeat this", None),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_prompts_get_a_message_or_an_answer(app, case):
+    prompt, message = HOSTILE[case]
+    out = run(app.client(), prompt, max_tokens=4)
+    if message:
+        assert message in out["error"] and out["result"]["error"]
+    else:
+        assert out["error"] == "" and out["result"]["identical"] is True
+        assert "<script>" not in out["pane_b"] and "<img" not in out["pane_s"]
+
+
+@pytest.mark.parametrize("max_tokens, temperature", [(-1, 0.0), (10**9, 0.0), (8, -3.0), (8, 1e9),
+                                                     (8, float("nan")), (float("inf"), 0.0)])
+def test_out_of_range_numbers_are_refused_and_engines_keep_serving(app, max_tokens, temperature):
+    client = app.client()
+    try:
+        out = dict(zip(OUTPUTS, client.predict("hi", max_tokens, temperature, "sequential", api_name="/run")))
+        assert out["error"] and out["result"]["error"]  # our message, if Gradio's own check let it through
+    except Exception as exc:  # Gradio's own range check on the sliders
+        assert str(exc)
+    assert client.predict(api_name="/status")["state"] == "ready"
+
+
+def test_nothing_is_written_outside_the_project_cache(app):
+    import subprocess
+    from pathlib import Path
+
+    before = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                            capture_output=True, text=True).stdout
+    gradio_tmp = Path("/tmp/gradio")
+    existed = gradio_tmp.exists()
+    run(app.client(), REWRITE, max_tokens=8)
+    assert list((ROOT / ".cache" / "page").rglob("history-*.csv"))  # the server's CSVs live in the cache
+    after = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    assert after == before
+    assert gradio_tmp.exists() == existed  # Gradio's copies go into .cache/page/gradio, not /tmp/gradio

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
 APP_PRESET = "smollm2-ngram"
 SWITCH_PRESET = "smollm2-self-draft"
+LOSING_PRESET = "smollm2-layerskip-draft"  # loses on the CPU: the browser test screenshots its explanation
 READY_TIMEOUT_S = 600
 
 
@@ -93,6 +94,9 @@ class FakePair:
     def process_ids(self):
         return {BASELINE: [os.getpid()], SPECULATIVE: [os.getpid()]}
 
+    def engine_info(self):
+        return {BASELINE: {"async_scheduling": False}, SPECULATIVE: {"async_scheduling": False}}
+
     def shutdown(self):
         pass
 
@@ -111,9 +115,10 @@ class AppServer:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         self.log_path = ARTIFACTS / "app_server.log"
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
+        env.pop("GRADIO_TEMP_DIR", None)  # the test client's setting: the app chooses its own (in .cache)
         self._log = open(self.log_path, "w")
         # A second preset sharing the target, so switching can be tested (it reloads only one engine).
-        offered = f"{preset},{SWITCH_PRESET}"
+        offered = f"{preset},{SWITCH_PRESET},{LOSING_PRESET}"
         self.proc = subprocess.Popen([sys.executable, "app.py", "--presets", offered, "--preset", preset,
                                       "--port", str(self.port)],
                                      cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
@@ -185,3 +190,22 @@ def stop_shared_app() -> None:
         if _server is not None:
             _server.stop()
             _server = None
+
+
+def engine_core_pids(proc: subprocess.Popen) -> list[int]:
+    """The app's vLLM engine-core processes, oldest first (the baseline engine starts first and stays when a
+    switch replaces only the speculative one). /status doesn't show process ids to visitors."""
+    import psutil
+
+    cores = [c for c in psutil.Process(proc.pid).children(recursive=True)
+             if "EngineCore" in " ".join(_cmdline(c))]
+    return [c.pid for c in sorted(cores, key=lambda c: c.create_time())]
+
+
+def _cmdline(process) -> list[str]:
+    import psutil
+
+    try:
+        return process.cmdline() or [process.name()]
+    except psutil.Error:
+        return []
