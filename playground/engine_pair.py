@@ -29,6 +29,20 @@ ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
 
 
 @dataclass
+class BatchResult:
+    """One engine's batch (`EnginePair.run_batch`): each request's trace in submission order, the engine's
+    spec-decode counters over the batch (zero on the baseline), and the batch's wall time, from the
+    first submission to the last token."""
+
+    role: str
+    traces: list  # EngineTrace per request
+    counters: SpecDecodeCounters
+    wall_seconds: float
+    concurrency: int
+    cancelled: bool = False
+
+
+@dataclass
 class PairStatus:
     state: str = "idle"  # idle | loading | ready | error | stopped
     message: str = ""
@@ -225,6 +239,46 @@ class EnginePair:
             counters = engine.counters().minus(counters_before) if role == SPECULATIVE else None
             events.put(StepEvent(role, step, tuple(token_ids), text, now, submitted, finished, reason, counters))
             step += 1
+
+    def run_batch(self, role: str, requests: list[GenerationRequest], concurrency: int,
+                  cancel: threading.Event | None = None) -> BatchResult:
+        """Run `requests` on ONE engine (the other idles), at most `concurrency` in flight: a benchmark's
+        batch, so each engine is measured alone. Blocks; holds the one-run-at-a-time lock. Setting `cancel`
+        aborts what is in flight and submits nothing more. Raises PromptError before anything runs."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        ids = [self.prompt_token_ids(request) for request in requests]
+        with self._run_lock:
+            return self._call(self._batch(f"batch-{next(self._ids)}", role, ids, requests, concurrency, cancel))
+
+    async def _batch(self, batch_id: str, role: str, ids: list[list[int]], requests: list[GenerationRequest],
+                     concurrency: int, cancel: threading.Event | None) -> BatchResult:
+        from playground.comparison import EngineTrace
+
+        engine = self.engines[role]
+        before = engine.counters()
+        traces = [EngineTrace(role) for _ in requests]
+        slots = asyncio.Semaphore(concurrency)  # FIFO: requests enter in order as earlier ones finish
+
+        async def one(i: int) -> None:
+            async with slots:
+                if cancel is not None and cancel.is_set():
+                    return
+                request_id, submitted = f"{batch_id}-{role}-{i}", time.monotonic()
+                traces[i].submitted_at = submitted
+                # timestamps taken here, on the loop, as each chunk arrives: no queue between
+                async for token_ids, text, finished, reason in engine.stream(request_id, ids[i], requests[i]):
+                    traces[i].add(StepEvent(role, len(traces[i].step_sizes), tuple(token_ids), text,
+                                            time.monotonic(), submitted, finished, reason))
+                    if cancel is not None and cancel.is_set() and not finished:
+                        await engine.abort(request_id)
+                        break
+
+        started = time.monotonic()
+        await asyncio.gather(*(one(i) for i in range(len(requests))))
+        last = max((t.step_times[-1] for t in traces if t.step_times), default=started)
+        return BatchResult(role, traces, engine.counters().minus(before), last - started, concurrency,
+                           cancelled=cancel is not None and cancel.is_set())
 
     def engine_info(self) -> dict[str, dict]:
         """Per engine, how vLLM resolved its configuration (async scheduling, dtype, method, k)."""

@@ -85,3 +85,35 @@ def flat_row(result: dict) -> dict:
 
 
 FLAT_COLUMNS = tuple(flat_row({BASELINE: {}, SPECULATIVE: {}}))
+
+
+# -- a bench row (playground.bench): the figures above pooled over a batch of requests, plus the batch's own.
+# Pooled: sums over the batch's requests (decode tokens / decode seconds, ...), so speedup is still exactly
+# tokens_per_step_ratio / step_cost_ratio. Per-engine columns are suffixed _baseline/_speculative as above.
+BENCH_FIGURES = (
+    BY_KEY["speedup"], BY_KEY["tokens_per_step_ratio"], BY_KEY["step_cost_ratio"],
+    BY_KEY["acceptance_rate"], BY_KEY["mean_acceptance_length"],
+    Figure("predicted_speedup", "predicted speedup (verify = one pass)", ".2f", RUN, suffix="×", digits=3),
+    Figure("throughput_ratio", "batch throughput, spec ÷ baseline", ".2f", RUN, suffix="×", digits=3),
+    BY_KEY["tokens_per_s"], BY_KEY["tokens_per_step"], BY_KEY["step_seconds"],
+    Figure("throughput", "batch output tokens/s", ".1f", ENGINE, digits=2),
+    Figure("latency_p50_s", "request latency p50 (s)", ".2f", ENGINE, digits=3),
+    Figure("latency_p90_s", "request latency p90 (s)", ".2f", ENGINE, digits=3),
+    Figure("identical", "identical outputs at T=0 (requests)", "d", RUN),
+)
+BENCH_BY_KEY = {f.key: f for f in BENCH_FIGURES}
+
+
+def bench_columns(figures=BENCH_FIGURES) -> list[tuple[str, Figure, str | None]]:
+    """(column, figure, role or None) for each figure of a bench row, per-engine ones once per engine."""
+    return [(f.key if role is None else f"{f.key}_{role}", f, role)
+            for f in figures for role in (ROLES if f.scope == ENGINE else (None,))]
+
+
+def column_label(figure: Figure, role: str | None) -> str:
+    return figure.label if role is None else f"{figure.label}, {role}"
+
+
+def rounded(raw, figure: Figure):
+    """The stored value: floats rounded to the figure's digits (the CSV and JSON)."""
+    return round(raw, figure.digits) if isinstance(raw, float) else raw

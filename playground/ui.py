@@ -29,6 +29,7 @@ from playground.page_settings import PageSettings, scrub
 from playground.paths import PAGE_DIR
 from playground.pair_manager import PairManager, PresetNotAllowed
 from playground.presets import Preset, availability, dtype_for, serve_commands, where_it_pays
+from playground.ui_bench import bench_tab
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
 RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
@@ -148,10 +149,14 @@ def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr
     # delete_cache: every history CSV served is copied into Gradio's cache; files older than an hour go
     with gr.Blocks(title="Speculative decoding playground", delete_cache=(600, 3600)) as demo:
         _header(page, manager, names if settings.allow_switching else [manager.preset.name])
-        _serve_panel(page)  # near the top: the preset's lesson in vLLM's own terms
-        _prompt_panel(page, manager)
-        _panes(page, start, manager.preset.num_speculative_tokens)
-        _stats(page, start)
+        with gr.Tabs():
+            with gr.Tab("Compare", id="compare"):
+                _serve_panel(page)  # near the top: the preset's lesson in vLLM's own terms
+                _prompt_panel(page, manager)
+                _panes(page, start, manager.preset.num_speculative_tokens)
+                _stats(page, start)
+            with gr.Tab("Bench", id="bench"):
+                bench_tab(page, manager)
         page.c["history"] = gr.State([])
         page.c["live"] = gr.State(None)  # the last run, for its replay
         page.c["poll_key"] = gr.State(None)
