@@ -90,6 +90,7 @@ def offered_presets(options: dict):
 def main(argv=None) -> None:
     options = resolve_options(parse_args(argv))
     presets, initial, hardware = offered_presets(options)
+    from playground.health import add_health_route
     from playground.pair_manager import PairManager
     from playground import ui
 
@@ -99,7 +100,12 @@ def main(argv=None) -> None:
     # SIGTERM (service managers, test fixtures) takes the same way out as Ctrl-C: engines shut down.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"])
+        # Non-blocking launch, so GET /health (playground/health.py) joins the app Gradio created; then block
+        # as launch(block=True) would.
+        ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
+                  block=False)
+        add_health_route(demo.server_app, manager)
+        demo.block_thread()
     finally:
         manager.shutdown()
 
