@@ -1,7 +1,8 @@
 """`GET /health` for hosts and container health checks: 200 `{"status": "ok", "preset": NAME}` when both
 engines are ready, 503 with "loading" or "error" otherwise. The body carries the state and the preset
 name only: no messages (they can hold paths), no process ids. No Gradio import: the route goes onto the
-FastAPI app that Gradio creates (`add_health_route(demo.server_app, manager)`).
+FastAPI app that Gradio creates, either once it runs (`add_health_route(demo.server_app, manager)`, what
+app.py does) or when Gradio creates it (`demo.launch(app_kwargs={"routes": [health_route(manager)]})`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ def health_response(status: ManagerStatus) -> tuple[int, dict]:
     return (200 if state == "ok" else 503), {"status": state, "preset": status.preset}
 
 
-def add_health_route(app, manager) -> None:
-    """Serve GET /health on `app` (a FastAPI / Starlette app), ahead of every other route, without login:
-    a health check has no credentials."""
+def health_route(manager):
+    """A Starlette route for GET /health on `manager` (no login: a health check has no credentials)."""
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
@@ -30,4 +30,9 @@ def add_health_route(app, manager) -> None:
         code, body = health_response(manager.status())
         return JSONResponse(body, status_code=code, headers={"Cache-Control": "no-store"})
 
-    app.router.routes.insert(0, Route(HEALTH_PATH, health, methods=["GET"], name="health"))
+    return Route(HEALTH_PATH, health, methods=["GET"], name="health")
+
+
+def add_health_route(app, manager) -> None:
+    """Serve GET /health on a running FastAPI / Starlette app (e.g. `demo.server_app`), ahead of its routes."""
+    app.router.routes.insert(0, health_route(manager))

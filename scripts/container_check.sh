@@ -159,6 +159,13 @@ check "/run: identical outputs at temperature 0, non-empty text" \
   'timeout "$run_timeout" "$python" "$client" "$url" > "$result_file"'
 run_result=$(cat "$result_file"); rm -f "$client" "$result_file"
 
+stop_s="(kept running: KEEP=1)"
+if [ -z "${KEEP:-}" ]; then
+  t0=$(date +%s)
+  "$engine" stop -t 60 "$name" >/dev/null 2>&1 || true
+  stop_s="$(( $(date +%s) - t0 )) s (SIGTERM: the app shuts both engines down)"
+fi
+
 # -- summary ---------------------------------------------------------------------------------------------
 echo
 echo "== container check ($engine, base $base) =="
@@ -167,5 +174,6 @@ echo "image size:        $(( size / 1000000 )) MB ($size bytes)"
 echo "time to healthy:   ${healthy_s} s (from run to /health ok)"
 echo "/health:           $health"
 echo "/run result:       $run_result"
+echo "stop:              $stop_s"
 echo "checks failed:     $failures"
 [ "$failures" = 0 ]

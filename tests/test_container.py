@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from playground.health import HEALTH_PATH, add_health_route, health_response
+from playground.health import HEALTH_PATH, add_health_route, health_response, health_route
 from playground.pair_manager import ManagerStatus
 from playground.paths import PROJECT_ROOT
 
@@ -166,6 +166,20 @@ def test_health_route_on_the_app_gradio_creates_needs_no_login():
         with pytest.raises(urllib.error.HTTPError) as err:  # POST is not a health check
             urllib.request.urlopen(urllib.request.Request(url, data=b"", method="POST"), timeout=10)
         assert err.value.code == 405
+    finally:
+        demo.close()
+
+
+def test_health_route_given_to_gradio_when_it_creates_the_app():
+    """The other way in: launch(app_kwargs={"routes": [...]}), the route there before the server accepts."""
+    gr = pytest.importorskip("gradio")
+    with gr.Blocks() as demo:
+        gr.Markdown("health test")
+    port = _free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
+                app_kwargs={"routes": [health_route(_Manager("error"))]})
+    try:
+        assert _get(f"http://127.0.0.1:{port}{HEALTH_PATH}") == (503, {"status": "error", "preset": "smollm2-ngram"})
     finally:
         demo.close()
 
