@@ -66,10 +66,10 @@ ENV HOME=/home/playground PLAYGROUND_CACHE=/home/playground/app/.cache PYTHONUNB
     VLLM_USE_FLASHINFER_SAMPLER=0 GRADIO_ANALYTICS_ENABLED=False GRADIO_SSR_MODE=false
 USER playground
 # The offline model is converted at build time, so the container starts without the hub.
-RUN python -m playground prepare && chmod -R g+rwX .cache && rm -rf /tmp/torchinductor_*
+RUN python3 -m playground prepare && chmod -R g+rwX .cache && rm -rf /tmp/torchinductor_*
 EXPOSE 7860
 # 200 once both engines are ready; they take minutes to start on a small CPU, hence the start period.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=600s --retries=3 \
-    CMD ["python", "-c", "import sys, urllib.request as u; sys.exit(u.urlopen('http://127.0.0.1:7860/health', timeout=8).status != 200)"]
+    CMD ["python3", "-c", "import sys, urllib.request as u; sys.exit(u.urlopen('http://127.0.0.1:7860/health', timeout=8).status != 200)"]
 ENTRYPOINT []
-CMD ["python", "app.py", "--host", "0.0.0.0", "--port", "7860"]
+CMD ["python3", "app.py", "--host", "0.0.0.0", "--port", "7860"]

@@ -96,7 +96,7 @@ def test_serves_on_all_interfaces_on_7860():
     stage = final_stage()
     assert ("EXPOSE", "7860") in stage
     cmd = json.loads(next(a for word, a in stage if word == "CMD"))
-    assert cmd[:2] == ["python", "app.py"] and "0.0.0.0" in cmd and "7860" in cmd
+    assert cmd[0] in ("python", "python3") and cmd[1] == "app.py" and "0.0.0.0" in cmd and "7860" in cmd
 
 
 def test_dockerignore_keeps_local_state_out_of_the_context():
