@@ -114,6 +114,7 @@ def main(argv=None) -> None:
     from playground.paths import configure_cache_env
 
     configure_cache_env()  # before Gradio is imported: its temp files go into the project's cache too
+    from playground.health import health_route
     from playground.pair_manager import PairManager
     from playground import ui
 
@@ -124,8 +125,9 @@ def main(argv=None) -> None:
     try:
         manager.load(initial)  # background thread: the page serves while the engines load
         demo = ui.build_page(manager, settings)
+        # GET /health (playground/health.py) is part of the app from its first request on
         ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
-                  queue_size=settings.queue_size)
+                  queue_size=settings.queue_size, app_kwargs={"routes": [health_route(manager)]})
     finally:
         manager.shutdown()
         _end_children()

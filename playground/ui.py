@@ -350,7 +350,7 @@ def _replay(manager: PairManager, live: LiveRun | None):
 
 
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None,
-           block: bool = True, queue_size: int = 32):
+           block: bool = True, queue_size: int = 32, app_kwargs: dict | None = None):
     """Serve the page with a queue: runs wait their turn instead of fighting over the engines."""
     # The engines' outputs are read by an asyncio loop in this process; threads rendering the page must hand
     # the GIL back quickly (default: every 5 ms), or vLLM merges two steps' chunks before the loop reads them.
@@ -359,4 +359,4 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                        prevent_thread_lock=not block, show_error=True, footer_links=["api"],
-                       theme=gr.themes.Soft(), max_file_size="1mb")
+                       theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs)
