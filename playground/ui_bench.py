@@ -87,7 +87,8 @@ def _wire(page, manager) -> None:
     # its own queue: a comparison in progress makes the bench decline (run_lock), not queue behind it
     page.bench_run.click(run, inputs=inputs, outputs=page.list(bv.OUTPUTS + ("bench_run",)), api_name="bench",
                          concurrency_limit=1, concurrency_id="bench", show_progress="hidden")
-    page.bench_stop.click(stop, api_visibility="private", queue=False, show_progress="hidden")  # never queued behind runs
+    # never queued behind runs; named, so it doesn't take the name "stop" from the comparison's Stop
+    page.bench_stop.click(stop, api_name="bench_stop", api_visibility="private", queue=False, show_progress="hidden")
 
 
 def run_bench(manager, registry: CancelRegistry, folder: str, session: str, workloads, n, ks, temperatures,

@@ -407,6 +407,7 @@ def test_stop_and_status_bypass_the_queue():
     try:
         demo = ui.build_page(manager)
         by_name = {fn.api_name: fn for fn in demo.fns.values() if fn.api_name}
+        assert by_name["stop"].fn.__qualname__.startswith("_wire_run")  # the comparison's Stop owns "stop"
         assert by_name["stop"].queue is False and by_name["status"].queue is False  # a full queue can't block them
         assert by_name["run"].queue is not False and by_name["switch_preset"].queue is not False
         polls = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "poll"]
