@@ -230,3 +230,18 @@ def test_cli_serve_cmd_and_unknown_preset():
     bad = _cli("serve-cmd", "--preset", "no-such-preset")
     assert bad.returncode == 2 and "unknown preset 'no-such-preset'; known presets:" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_70b_presets_need_four_gpus_and_fit_on_four_h200s():
+    from playground.memory_plan import MachineMemory, plan
+
+    for name in ("dummy-llama70b-ngram-tp2", "dummy-llama70b-tp2-draft8b"):
+        preset = load_presets()[name]
+        assert preset.gpus == 4 and preset.target["tensor_parallel_size"] == 2
+        assert availability(preset, GPU).reason == "needs 4 GPUs; 1 here"  # refused before loading
+        baseline, speculative = engine_settings(preset, Hardware(4, "NVIDIA H200", tuple(range(64))))
+        assert baseline.env["CUDA_VISIBLE_DEVICES"] == "0,1" and speculative.env["CUDA_VISIBLE_DEVICES"] == "2,3"
+        four = plan(preset, free_memory=MachineMemory.gpu(139.8, count=4, name="NVIDIA H200"))
+        assert four.fits, four.reason
+        one = plan(preset, free_memory=MachineMemory.gpu(139.8, count=1, name="NVIDIA H200"))
+        assert not one.fits and "needs 4 GPUs, 1 here" in one.reason
