@@ -1,4 +1,4 @@
-"""`python -m playground presets | serve-cmd | compare | prepare | plan`: the playground without the page."""
+"""`python -m playground presets | serve-cmd | compare | prepare | plan | bench`: the playground without the page."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     from playground.memory_plan import add_arguments as add_plan_arguments
 
     add_plan_arguments(pl)
+    from playground.bench_cli import add_arguments as add_bench_arguments
+
+    add_bench_arguments(sub.add_parser("bench", help="where speculation pays: workloads × k × temperature × "
+                                                     "concurrency, each engine measured alone; CSV, JSON, charts"))
     return p
 
 
@@ -164,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_prepare()
         if args.command == "plan":
             return cmd_plan(args)
+        if args.command == "bench":
+            from playground.bench_cli import run_cli
+
+            return run_cli(args)
         return cmd_compare(args)
     except (PresetError, OfflineModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
