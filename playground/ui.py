@@ -26,6 +26,7 @@ from playground.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDU
 from playground.live_run import API_OUTPUTS, REPLAY_OUTPUTS, UPDATE_HZ, LiveRun, empty_frame
 from playground.pair_manager import PairManager, PresetNotAllowed
 from playground.presets import Preset, availability, dtype_for, serve_commands, where_it_pays
+from playground.ui_bench import bench_tab
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
 RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
@@ -142,10 +143,14 @@ def build_page(manager: PairManager) -> gr.Blocks:
     start = empty_frame(manager.preset)
     with gr.Blocks(title="Speculative decoding playground") as demo:
         _header(page, manager, names)
-        _serve_panel(page)  # near the top: the preset's lesson in vLLM's own terms
-        _prompt_panel(page, manager)
-        _panes(page, start, manager.preset.num_speculative_tokens)
-        _stats(page, start)
+        with gr.Tabs():
+            with gr.Tab("Compare", id="compare"):
+                _serve_panel(page)  # near the top: the preset's lesson in vLLM's own terms
+                _prompt_panel(page, manager)
+                _panes(page, start, manager.preset.num_speculative_tokens)
+                _stats(page, start)
+            with gr.Tab("Bench", id="bench"):
+                bench_tab(page, manager)
         page.c["history"] = gr.State([])
         page.c["live"] = gr.State(None)  # the last run, for its replay
         page.c["poll_key"] = gr.State(None)
