@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 
@@ -210,6 +209,18 @@ def test_table_and_files_without_engines(tmp_path):
     assert (tmp_path / "plotly.min.js").is_file()
 
 
+def test_headless_chromium_renders_a_chart_when_kaleido_cannot(tmp_path):
+    chromium = bench_report.find_chromium()
+    if chromium is None:
+        pytest.skip("no chromium on PATH (scripts/setup.sh --test installs it)")
+    rows = synthetic_rows(ks=(2, 4), temps=(0.0,), concs=(1,))
+    written = bench_report.write_results(tmp_path, {"rows": rows}, {"speedup_vs_k": bench_charts.speedup_vs_k(rows)},
+                                         png=False)
+    bench_report.screenshot(chromium, tmp_path / "speedup_vs_k.html", tmp_path / "speedup_vs_k.png")
+    png = (tmp_path / "speedup_vs_k.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000 and written["html"]
+
+
 def test_progress_bar_is_plain_text():
     from playground.bench_cli import ProgressBar
 
@@ -224,12 +235,13 @@ def test_progress_bar_is_plain_text():
 
 
 def test_replot_redraws_a_saved_bench_without_engines(tmp_path):
-    from playground.cli import main
-
     rows = synthetic_rows(ks=(2, 4), temps=(0.0,), concs=(1,))
     bench_report.write_results(tmp_path / "run", {"preset": "p", "loaded_k": 4, "rows": rows, "advice": []}, {},
                                png=False)
-    assert main(["bench", "--replot", str(tmp_path / "run"), "--out", str(tmp_path / "again"), "--no-png"]) == 0
+    done = subprocess.run([sys.executable, "-m", "playground", "bench", "--replot", str(tmp_path / "run"), "--out",
+                           str(tmp_path / "again"), "--no-png"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "speedup" in done.stdout.splitlines()[0]  # the table
     assert (tmp_path / "again" / "speedup_vs_k.html").is_file()
     assert json.loads((tmp_path / "again" / "bench.json").read_text())["rows"] == rows
 
@@ -295,23 +307,28 @@ def test_real_bench_on_the_cpu(pair_pool):
     assert all(a["sentence"] for a in result["advice"])
 
 
-def test_bench_command_end_to_end(pair_pool, tmp_path):
-    pair_pool.close()  # one set of engines on the cores at a time
+def test_bench_command_end_to_end(pair_pool, tmp_path, capsys):
+    """`bench` as the command runs it (arguments, progress, files, JSON on stdout), on the session's pair
+    (so no second engine start)."""
+    from playground.bench_cli import run_cli
+    from playground.cli import _parser
+
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "playground", "bench", "--preset", "smollm2-ngram", "--workloads", "rewrite,code",
-           "--n", "1", "--temperature", "0,0.5", "--max-tokens", "16", "--out", str(out), "--json"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PLAYGROUND_FORCE_CPU="1")
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
-    assert "] 8/8 100%" in done.stderr  # the progress bar: 4 baseline and 4 speculative batches, no restart
+    args = _parser().parse_args(["bench", "--preset", "smollm2-ngram", "--workloads", "rewrite,code", "--n", "1",
+                                 "--temperature", "0,0.5", "--max-tokens", "16", "--out", str(out), "--json"])
+    assert run_cli(args, pair=pair_pool.get("smollm2-ngram")) == 0
+    printed = capsys.readouterr()
+    result = json.loads(printed.out)
+    assert "] 8/8 100%" in printed.err  # the progress bar: 4 baseline and 4 speculative batches, no restart
     rows = {(r["workload"], r["temperature"]) for r in result["rows"]}
     assert rows == {("rewrite", 0.0), ("rewrite", 0.5), ("code", 0.0), ("code", 0.5)}
+    assert all(r["identical"] == 1 for r in result["rows"] if r["temperature"] == 0)
     with open(out / "bench.csv") as f:
         table = list(csv.DictReader(f))
     assert {(r["workload"], float(r["temperature"])) for r in table} == rows
     saved = json.loads((out / "bench.json").read_text())
     assert saved["rows"] == result["rows"] and saved["settings"]["k"] == []
+    assert saved["files"]["png"] == ["acceptance_per_position.png", "speedup_vs_temperature.png"]
     for stem in ("acceptance_per_position", "speedup_vs_temperature"):
         assert (out / f"{stem}.html").stat().st_size > 500
         png = out / f"{stem}.png"
