@@ -162,7 +162,9 @@ def test_advice_when_cheap_drafts_pay_despite_low_acceptance_and_when_they_agree
     [a] = bench_advice.advise(rows, preset_k=5, method="eagle", async_scheduling=True)
     assert a.agree and a.best_k == a.rule_k == 3 and "agree" in a.sentence
     [one] = bench_advice.advise([_row(4, 1.2, 1.3, 1.08, 0.6)], 4, "ngram", None)
-    assert one.rule == "keep" and "only k=4 was measured" in one.sentence
+    assert one.rule == "keep" and "only k=4 was measured" in one.sentence and "Caution" not in one.sentence
+    [skewed] = bench_advice.advise([_row(2, 1.6, 1.27, 0.80, 0.6), _row(4, 1.3, 1.34, 1.01, 0.46)], 4, "ngram", None)
+    assert "below 1 at k=2" in skewed.sentence and "rerun" in skewed.sentence
 
 
 # -- charts and files ----------------------------------------------------------------------------------------
