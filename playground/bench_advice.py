@@ -12,6 +12,9 @@ from dataclasses import dataclass
 LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
 RAISE_ABOVE, LOWER_BELOW = 0.70, 0.50
 COST_GROWS = 1.05  # the step-cost factor at the largest k this much above the smallest's: it grows with k
+# A speculative step does all a plain step does and more: a step-cost factor below this means the baseline's
+# batch ran slow (shared cores, a noisy neighbour), and every row that reuses it is skewed.
+IMPLAUSIBLE_COST = 0.95
 GROUP_KEYS = ("workload", "temperature", "concurrency", "acceptance")
 
 
@@ -98,7 +101,7 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
     if len(ks) == 1:
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}; only k={ks[0]} was measured "
                     f"({speedup:.2f}×)" if speedup is not None else f"{rate_text.capitalize()}{threshold}: {rule}")
-        sentence += "; measure more k (--k) to compare."
+        sentence += "; measure more k (--k) to compare." + _suspect(by_k)
         return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
                       True, sentence)
     agree = best == target or (target not in by_k and (best - current) * (target - current) > 0)
@@ -112,4 +115,12 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}, but {best_text}: "
                     f"{_why(by_k, wants_more, method, async_scheduling)}.")
     return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
-                  agree, sentence)
+                  agree, sentence + _suspect(by_k))
+
+
+def _suspect(by_k: dict[int, dict]) -> str:
+    low = [k for k, row in sorted(by_k.items()) if (row.get("step_cost_ratio") or 1) < IMPLAUSIBLE_COST]
+    if not low:
+        return ""
+    return (f" Caution: the step-cost factor is below 1 at k={', '.join(map(str, low))}, so the baseline's batch "
+            "probably ran slow; rerun before trusting these speedups.")

@@ -57,9 +57,9 @@ def settings_from_args(args):
 class ProgressBar:
     """One line, redrawn in place on a terminal; one line per new step when stderr is a file or a pipe."""
 
-    def __init__(self, stream=sys.stderr, width: int = 28):
-        self.stream, self.width = stream, width
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
+    def __init__(self, stream=None, width: int = 28):
+        self.stream, self.width = stream or sys.stderr, width
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.started = time.monotonic()
         self.last = None
 
@@ -87,7 +87,9 @@ def default_out(preset: str) -> Path:
     return Path("bench-results") / f"{preset}-{stamp}"
 
 
-def run_cli(args) -> int:
+def run_cli(args, pair=None) -> int:
+    """Start the preset's pair, bench it, shut it down. With `pair` (started, this preset's; tests and
+    embedding), bench that one instead and leave it running as it was found."""
     from playground.bench import BenchError, BenchRun, load_prompts, make_plan
     from playground.bench_charts import figures
     from playground.bench_report import write_results
@@ -115,13 +117,17 @@ def run_cli(args) -> int:
     out = Path(args.out) if args.out else default_out(preset.name)
     log(f"bench {preset.name}: {len(plan.settings)} rows ({', '.join(prompts)}; {len(plan.variants)} speculative "
         f"engine(s), {plan.restarts} restart(s)), {plan.baseline_batches + len(plan.settings)} batches; results in {out}")
-    pair = pair_for_preset(preset, hardware, log=log)
+    own = pair is None
+    if not own and getattr(pair.preset, "name", None) != preset.name:
+        raise SystemExit(f"bench: the pair given runs {getattr(pair.preset, 'name', '?')}, not {preset.name}")
+    pair = pair_for_preset(preset, hardware, log=log) if own else pair
     cancel = threading.Event()
     bar = ProgressBar()
     bench = None
     try:
-        pair.start(progress=lambda msg, frac: log(f"[start {frac:4.0%}] {msg}"))
-        bench = BenchRun(pair, preset, settings, prompts, hardware, cancel=cancel)
+        if own:
+            pair.start(progress=lambda msg, frac: log(f"[start {frac:4.0%}] {msg}"))
+        bench = BenchRun(pair, preset, settings, prompts, hardware, cancel=cancel, restore=not own)
         try:
             for step in bench.run():
                 bar(step.done, step.total, step.message)
@@ -130,7 +136,8 @@ def run_cli(args) -> int:
             log("\ninterrupted: writing what was measured")
         bar.close()
     finally:
-        pair.shutdown()
+        if own:
+            pair.shutdown()
     result = bench.result()
     result["command"] = "python -m playground " + " ".join(sys.argv[1:])
     written = write_results(out, result, figures(result["rows"], preset.num_speculative_tokens, result["synthetic"]),

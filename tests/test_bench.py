@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import subprocess
 import sys
 
@@ -163,7 +162,9 @@ def test_advice_when_cheap_drafts_pay_despite_low_acceptance_and_when_they_agree
     [a] = bench_advice.advise(rows, preset_k=5, method="eagle", async_scheduling=True)
     assert a.agree and a.best_k == a.rule_k == 3 and "agree" in a.sentence
     [one] = bench_advice.advise([_row(4, 1.2, 1.3, 1.08, 0.6)], 4, "ngram", None)
-    assert one.rule == "keep" and "only k=4 was measured" in one.sentence
+    assert one.rule == "keep" and "only k=4 was measured" in one.sentence and "Caution" not in one.sentence
+    [skewed] = bench_advice.advise([_row(2, 1.6, 1.27, 0.80, 0.6), _row(4, 1.3, 1.34, 1.01, 0.46)], 4, "ngram", None)
+    assert "below 1 at k=2" in skewed.sentence and "rerun" in skewed.sentence
 
 
 # -- charts and files ----------------------------------------------------------------------------------------
@@ -210,6 +211,18 @@ def test_table_and_files_without_engines(tmp_path):
     assert (tmp_path / "plotly.min.js").is_file()
 
 
+def test_headless_chromium_renders_a_chart_when_kaleido_cannot(tmp_path):
+    chromium = bench_report.find_chromium()
+    if chromium is None:
+        pytest.skip("no chromium on PATH (scripts/setup.sh --test installs it)")
+    rows = synthetic_rows(ks=(2, 4), temps=(0.0,), concs=(1,))
+    written = bench_report.write_results(tmp_path, {"rows": rows}, {"speedup_vs_k": bench_charts.speedup_vs_k(rows)},
+                                         png=False)
+    bench_report.screenshot(chromium, tmp_path / "speedup_vs_k.html", tmp_path / "speedup_vs_k.png")
+    png = (tmp_path / "speedup_vs_k.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000 and written["html"]
+
+
 def test_progress_bar_is_plain_text():
     from playground.bench_cli import ProgressBar
 
@@ -224,12 +237,13 @@ def test_progress_bar_is_plain_text():
 
 
 def test_replot_redraws_a_saved_bench_without_engines(tmp_path):
-    from playground.cli import main
-
     rows = synthetic_rows(ks=(2, 4), temps=(0.0,), concs=(1,))
     bench_report.write_results(tmp_path / "run", {"preset": "p", "loaded_k": 4, "rows": rows, "advice": []}, {},
                                png=False)
-    assert main(["bench", "--replot", str(tmp_path / "run"), "--out", str(tmp_path / "again"), "--no-png"]) == 0
+    done = subprocess.run([sys.executable, "-m", "playground", "bench", "--replot", str(tmp_path / "run"), "--out",
+                           str(tmp_path / "again"), "--no-png"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "speedup" in done.stdout.splitlines()[0]  # the table
     assert (tmp_path / "again" / "speedup_vs_k.html").is_file()
     assert json.loads((tmp_path / "again" / "bench.json").read_text())["rows"] == rows
 
@@ -312,6 +326,7 @@ def test_bench_command_end_to_end(pair_pool, tmp_path):
     assert {(r["workload"], float(r["temperature"])) for r in table} == rows
     saved = json.loads((out / "bench.json").read_text())
     assert saved["rows"] == result["rows"] and saved["settings"]["k"] == []
+    assert saved["files"]["png"] == ["acceptance_per_position.png", "speedup_vs_temperature.png"]
     for stem in ("acceptance_per_position", "speedup_vs_temperature"):
         assert (out / f"{stem}.html").stat().st_size > 500
         png = out / f"{stem}.png"
