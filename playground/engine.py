@@ -67,6 +67,16 @@ class _CountersLogger:
                                   tuple(self.accepted_per_position))
 
 
+def _model_runner(config) -> str | None:
+    """"v2" (Model Runner V2) or "v1", as this vLLM decided for the engine; None where the installed vLLM
+    doesn't say (its config has no `use_v2_model_runner`, e.g. 0.26)."""
+    try:
+        v2 = getattr(config, "use_v2_model_runner", None)
+    except Exception:  # a property that checks features may raise on configs it doesn't expect
+        return None
+    return None if v2 is None else ("v2" if v2 else "v1")
+
+
 @contextmanager
 def _environment(overrides: dict):
     """Set variables while an engine starts: its engine-core process is spawned with this environment."""
@@ -139,6 +149,7 @@ class Engine:
         spec = config.speculative_config
         return {
             "async_scheduling": bool(getattr(config.scheduler_config, "async_scheduling", False)),
+            "model_runner": _model_runner(config),
             "dtype": str(config.model_config.dtype).removeprefix("torch."),
             "method": getattr(spec, "method", None) if spec is not None else None,
             "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else None,

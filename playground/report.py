@@ -31,6 +31,9 @@ def metrics_rows(result: dict) -> list[tuple[str, str, str]]:
     if engines:
         rows.append(("async scheduling", *(_on_off(engines.get(r, {}).get("async_scheduling"))
                                            for r in (BASELINE, SPECULATIVE))))
+        if any((engines.get(r) or {}).get("model_runner") for r in (BASELINE, SPECULATIVE)):
+            rows.append(("model runner", *((engines.get(r) or {}).get("model_runner") or "—"
+                                           for r in (BASELINE, SPECULATIVE))))
     rows.append(("drafts / draft tokens / accepted", "", f"{s['num_drafts']} / {s['num_draft_tokens']} / {s['num_accepted']}"))
     rows.append(("accepted per position", "", " ".join(map(str, s["accepted_per_position"])) or "—"))
     return rows

@@ -237,7 +237,8 @@ def explain_html(result: dict | None, sentence: str | None, expectation: str | N
     for role, label in ((BASELINE, "baseline"), (SPECULATIVE, "speculative")):
         flag = (engines.get(role) or {}).get("async_scheduling")
         state = "unknown" if flag is None else "on" if flag else "off"
-        chips.append(f'<span class="chip async-{state}">{label}: async scheduling {state}</span>')
+        runner = {"v1": ", V1 model runner", "v2": ", Model Runner V2"}.get((engines.get(role) or {}).get("model_runner"), "")
+        chips.append(f'<span class="chip async-{state}">{label}: async scheduling {state}{runner}</span>')
     out = (f'<div class="explain"><div class="factors">{cards}</div>'
            f'<div class="async">{"".join(chips)}</div>')
     if sentence:

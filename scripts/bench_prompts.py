@@ -5,7 +5,10 @@ one-sentence explanation. Used to check a preset on a device (e.g. the SmolLM2 p
     python scripts/bench_prompts.py --presets smollm2-ngram,smollm2-layerskip-draft \
         --prompts examples,code:3,chat:3,rewrite:2,qa:2 --max-tokens 512 --out docs/results/x.json
 
-`examples` are the page's example prompts; `NAME:N` takes the first N prompts of a shipped workload.
+`examples` are the page's example prompts; `NAME:N` takes the first N prompts of a shipped workload;
+`tokens:N` makes N fixed token-id prompts (for dummy-weight presets, which have no tokenizer), each a
+random stretch that repeats, so that n-gram lookup finds something to propose. On a GPU each preset's
+record has the GPU memory of each engine's processes from NVML, summed over the GPUs they use.
 Natural stops (no ignore_eos), so "identical" covers each output to its end. Presets sharing a target
 reuse the resident baseline engine.
 """
@@ -31,11 +34,31 @@ def prompt_list(spec: str) -> list[tuple[str, str]]:
     out = []
     for item in spec.split(","):
         name, _, n = item.partition(":")
-        if name == "examples":
+        if name == "tokens":
+            import random
+
+            rng = random.Random(0)
+            for i in range(int(n or 4)):
+                stretch = [rng.randrange(1000, 20000) for _ in range(24)]
+                out.append((f"tokens-{i}", stretch + stretch[:16] + [rng.randrange(1000, 20000) for _ in range(8)]))
+        elif name == "examples":
             out += [(f"example-{kind}", text) for kind, text in EXAMPLES.items()]
         else:
             out += [(f"{name}-{p.id}", p.prompt) for p in load_workload(name, int(n) if n else None)]
     return out
+
+
+def gpu_memory_gib(pair) -> dict:
+    """Each engine's GPU memory from NVML: its engine-core process and children (TP workers), summed over
+    every GPU they hold."""
+    from playground.telemetry import NvmlReader
+
+    reader = NvmlReader()
+    try:
+        used = reader.read(pair.process_ids())
+        return {role: round(b / 2**30, 2) for role, b in used.items()} | {"per_process": reader.per_process}
+    finally:
+        reader.close()
 
 
 def main(argv=None) -> int:
@@ -68,7 +91,9 @@ def main(argv=None) -> int:
                 pair.start()
             rows = []
             for label, text in prompts:
-                request = GenerationRequest(prompt=text, max_tokens=args.max_tokens)
+                request = (GenerationRequest(prompt="", prompt_token_ids=tuple(text), max_tokens=args.max_tokens,
+                                             ignore_eos=preset.ignore_eos) if isinstance(text, list)
+                           else GenerationRequest(prompt=text, max_tokens=args.max_tokens))
                 comparison = Comparison(decode=pair.engines[BASELINE].decode,
                                         num_speculative_tokens=preset.num_speculative_tokens)
                 for event in pair.stream(request, schedule="sequential"):
@@ -90,12 +115,14 @@ def main(argv=None) -> int:
                 print(f"{name} {label}: identical={row['identical']} speedup={row['speedup']} "
                       f"({row['tokens_per_step_ratio']} / {row['step_cost_ratio']}) {row['tokens']}", flush=True)
             speedups = [r["speedup"] for r in rows if r["speedup"]]
+            memory = gpu_memory_gib(pair) if hardware.device == "gpu" else None
             report["presets"][name] = {
                 "dtype": dtype_for(preset, hardware.device), "engines": pair.engine_info(),
                 "identical": f"{sum(r['identical'] for r in rows)}/{len(rows)}",
                 "speedup_median": round(statistics.median(speedups), 3) if speedups else None,
                 "speedup_range": [min(speedups), max(speedups)] if speedups else None,
-                "load_seconds": pair.status.load_seconds, "rows": rows,
+                "load_seconds": pair.status.load_seconds, "gpu_memory_gib": memory,
+                "tensor_parallel_size": preset.target.get("tensor_parallel_size", 1), "rows": rows,
             }
             print(f"{name}: identical {report['presets'][name]['identical']}, speedup median "
                   f"{report['presets'][name]['speedup_median']} range {report['presets'][name]['speedup_range']}")

@@ -230,3 +230,19 @@ def test_cli_plan_on_the_cpu():
     assert short.returncode == 3 and "need about 6.50 GiB of RAM, 2.00 GiB is available" in short.stdout
     here = _cli("--preset", "smollm2-ngram", PLAYGROUND_FORCE_CPU="1")  # this machine's RAM: fits or says why
     assert here.returncode in (0, 3) and "RAM available" in here.stdout
+
+
+def test_tp2_pair_shares_two_gpus_and_the_plan_matches_what_nvml_measured():
+    """dummy-llama8b-tp2-draft1b: both engines span GPUs 0-1; refused on one GPU. Measured on two H200s
+    with vLLM 0.32 (docs/results/h200x2-v032-tp2.json): 114.77 GiB (baseline) and 128.73 GiB (speculative),
+    summed over both GPUs; the plan must come within 15% of that."""
+    preset = get_preset("dummy-llama8b-tp2-draft1b")
+    p = mp.plan(preset, Hardware(2, "H200", (0,)), MachineMemory.gpu(139.8, count=2))
+    base, spec = p.engine(BASELINE), p.engine(SPECULATIVE)
+    assert p.fits and p.engines_share_gpus and base.gpus == spec.gpus == [0, 1]
+    measured = {BASELINE: 114.77, SPECULATIVE: 128.73}
+    for row in (base, spec):
+        planned = len(row.gpus) * (row.reserve_bytes / 2**30 + mp.CUDA_CONTEXT_GIB)  # per GPU, both GPUs
+        assert planned / measured[row.role] == pytest.approx(1.0, abs=0.15)
+    one = mp.plan(preset, Hardware(1, "H200", (0,)), MachineMemory.gpu(139.8, count=1))
+    assert not one.fits and "needs 2 GPUs, 1 here" in one.reason
