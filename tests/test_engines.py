@@ -71,7 +71,8 @@ def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
     from playground.events import PER_REQUEST
 
     spec = ngram_pair.engines[SPECULATIVE]
-    assert spec.info()["per_request_metrics"] is True and ngram_pair.engines[BASELINE].info()["per_request_metrics"] is None
+    assert spec.info()["per_request_metrics"] is True
+    assert ngram_pair.engines[BASELINE].info()["per_request_metrics"] is None  # no drafts, nothing to report
     before = spec.counters()
     c = _compare(ngram_pair, PROMPTS["code-edit"], max_tokens=MAX_TOKENS, schedule="sequential")
     delta = spec.counters().minus(before)
@@ -79,6 +80,11 @@ def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
     assert c.counters == delta and c.counters.num_drafts > 0 and c.counters.num_accepted_tokens > 0
     _check_statistics(c, k=4)  # accepted <= drafted, per-position non-increasing and summing to accepted
     assert c.counter_history[-1][1] == c.counters  # the acceptance chart ends on the same figures
+    # a batch of two requests in flight at once: the sum of each request's own counters is the batch's delta
+    before = spec.counters()
+    batch = ngram_pair.run_batch(SPECULATIVE, [GenerationRequest(prompt=PROMPTS["code-edit"], max_tokens=32)] * 2,
+                                 concurrency=2)
+    assert batch.counters_source == PER_REQUEST and batch.counters == spec.counters().minus(before)
 
 
 def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair):
