@@ -264,7 +264,8 @@ def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False) 
     }
     row = {key: getattr(setting, key) for key in SETTING_KEYS}
     row.update(requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
-               num_accepted=c.num_accepted_tokens, accepted_per_position=list(c.accepted_per_position))
+               num_accepted=c.num_accepted_tokens, accepted_per_position=list(c.accepted_per_position),
+               acceptance_source=getattr(speculative, "counters_source", None))
     for column, figure, role in metrics.bench_columns():
         value = raw[figure.key] if role is None else figs[role][figure.key]
         row[column] = metrics.rounded(value, figure)

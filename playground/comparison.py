@@ -10,7 +10,9 @@ Definitions (documented in the README):
   So tokens_per_s = tokens_per_step / step_seconds, exactly.
 - speedup: speculative tokens_per_s / baseline tokens_per_s
          = tokens_per_step_ratio (spec / baseline) / step_cost_ratio (spec step_seconds / baseline's).
-- acceptance_rate, mean_acceptance_length: from the speculative engine's counters, as vLLM defines them.
+- acceptance_rate, mean_acceptance_length: from the speculative request's counters, as vLLM defines them:
+  vLLM's per-request metrics where it has them (acceptance_source "per-request"), else the difference of
+  the engine's stat-logger counters over the run ("engine delta").
 - efficiency: speedup / mean acceptance length, the share of acceptance's promised gain delivered.
 """
 
@@ -135,6 +137,7 @@ class Comparison:
     def __init__(self, decode: Callable[[list[int]], str] | None = None, num_speculative_tokens: int | None = None):
         self.traces = {role: EngineTrace(role) for role in ROLES}
         self.counters = SpecDecodeCounters()
+        self.counters_source: str | None = None  # PER_REQUEST or ENGINE_DELTA, once the run has finished
         self.decode = decode
         self.num_speculative_tokens = num_speculative_tokens
         self.run_id: str | None = None
@@ -155,6 +158,7 @@ class Comparison:
         elif isinstance(event, RunFinished):
             self.finished = event
             self.counters = event.counters
+            self.counters_source = getattr(event, "counters_source", None)
 
     @property
     def baseline(self) -> EngineTrace:
@@ -209,7 +213,7 @@ class Comparison:
             view.counter_history = [(t, c) for t, c in self.counter_history if t <= submitted + seconds]
             view.counters = view.counter_history[-1][1] if view.counter_history else SpecDecodeCounters()
         if seconds >= self.replay_seconds:
-            view.counters, view.finished = self.counters, self.finished
+            view.counters, view.finished, view.counters_source = self.counters, self.finished, self.counters_source
         return view
 
     @property
@@ -229,6 +233,7 @@ class Comparison:
             "num_drafts": c.num_drafts,
             "num_draft_tokens": c.num_draft_tokens,
             "num_accepted": c.num_accepted_tokens,
+            "acceptance_source": self.counters_source,
             "efficiency": _round(self.efficiency, 3),
         })
         out = {

@@ -1,4 +1,5 @@
-"""One vLLM AsyncLLM engine: start, warm up, stream per-step chunks, per-engine spec-decode counters.
+"""One vLLM AsyncLLM engine: start, warm up, stream per-step chunks, per-engine spec-decode counters, and
+each request's own counters where the installed vLLM reports them.
 
 This is the only module that imports vLLM; everything above it sees the plain data in `events`.
 """
@@ -6,11 +7,12 @@ This is the only module that imports vLLM; everything above it sees the plain da
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import AsyncIterator, NamedTuple
 
 from playground.events import GenerationRequest, SpecDecodeCounters
 
@@ -77,6 +79,52 @@ def _model_runner(config) -> str | None:
     return None if v2 is None else ("v2" if v2 else "v1")
 
 
+# vLLM >= 0.29: AsyncEngineArgs(per_request_spec_decode_metrics="summary") puts a RequestSpecDecodeMetrics
+# (acceptance histogram, draft tokens) on each finished request's CompletionOutput.spec_decode_metrics.
+PER_REQUEST_METRICS_ARG = "per_request_spec_decode_metrics"
+
+
+def supports_per_request_metrics(engine_args_cls) -> bool:
+    """Whether this vLLM can report spec-decode acceptance per request: the engine argument exists (a
+    feature test, not a version test; vLLM 0.26 has no such field)."""
+    if dataclasses.is_dataclass(engine_args_cls):
+        return PER_REQUEST_METRICS_ARG in {f.name for f in dataclasses.fields(engine_args_cls)}
+    return hasattr(engine_args_cls, PER_REQUEST_METRICS_ARG)
+
+
+def request_counters(completion) -> SpecDecodeCounters | None:
+    """The request's own spec-decode counters from a finished CompletionOutput, or None where vLLM didn't
+    attach them (vLLM < 0.29, metrics off, an aborted request, a baseline engine, an unexpected shape)."""
+    metrics = getattr(completion, "spec_decode_metrics", None)
+    histogram = getattr(metrics, "histogram", None)
+    drafted = getattr(metrics, "num_draft_tokens", None)
+    if histogram is None or drafted is None:
+        return None
+    try:
+        return SpecDecodeCounters.from_histogram(histogram, drafted)
+    except (TypeError, ValueError):
+        return None
+
+
+class Chunk(NamedTuple):
+    """One engine step of one request as streamed (RequestOutputKind.DELTA). `counters`: on the request's
+    last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None."""
+
+    token_ids: list[int]
+    text: str
+    finished: bool
+    finish_reason: str | None
+    counters: SpecDecodeCounters | None = None
+
+
+def chunk_of(out) -> Chunk:
+    """A vLLM RequestOutput (DELTA) as a Chunk: its first completion's new tokens and text, and on the last
+    chunk the request's counters, if the output carries them (vLLM 0.26's don't)."""
+    completion = out.outputs[0]
+    return Chunk(list(completion.token_ids), completion.text or "", bool(out.finished), completion.finish_reason,
+                 request_counters(completion) if out.finished else None)
+
+
 @contextmanager
 def _environment(overrides: dict):
     """Set variables while an engine starts: its engine-core process is spawned with this environment."""
@@ -110,6 +158,8 @@ class Engine:
         self.pids: list[int] = []  # engine-core process(es): what telemetry measures
         self.load_seconds: float | None = None
         self.max_model_len: int = int(settings.engine_args.get("max_model_len") or 0)
+        # whether vLLM reports this engine's acceptance per request (set at start; speculative engines only)
+        self.per_request_metrics: bool = False
 
     async def start(self) -> None:
         from vllm import AsyncEngineArgs
@@ -124,11 +174,16 @@ class Engine:
             loggers.append(logger)
             return logger
 
+        engine_args = dict(self.settings.engine_args)
+        # vLLM refuses per-request metrics without a speculative_config: the speculative engine only
+        if engine_args.get("speculative_config") and supports_per_request_metrics(AsyncEngineArgs):
+            engine_args.setdefault(PER_REQUEST_METRICS_ARG, "summary")
+        self.per_request_metrics = engine_args.get(PER_REQUEST_METRICS_ARG, "none") != "none"
         t0 = time.monotonic()
         before = _child_pids()
         try:
             with _environment(self.settings.env):
-                args = AsyncEngineArgs(**self.settings.engine_args)
+                args = AsyncEngineArgs(**engine_args)
                 self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[factory])
         except Exception as exc:
             raise EngineStartError(f"{self.role} engine failed to start: {type(exc).__name__}: {exc}") from exc
@@ -142,7 +197,8 @@ class Engine:
 
     def info(self) -> dict:
         """How vLLM resolved this engine's configuration (read from its config, not from a table of
-        versions): whether it got async scheduling, its dtype, and its speculative method and k."""
+        versions): whether it got async scheduling, its dtype, its speculative method and k, and whether
+        vLLM reports its acceptance per request (else a run's acceptance is the stat logger's delta)."""
         config = getattr(self._llm, "vllm_config", None)
         if config is None:
             return {}
@@ -153,6 +209,7 @@ class Engine:
             "dtype": str(config.model_config.dtype).removeprefix("torch."),
             "method": getattr(spec, "method", None) if spec is not None else None,
             "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else None,
+            "per_request_metrics": self.per_request_metrics if spec is not None else None,
         }
 
     def counters(self) -> SpecDecodeCounters:
@@ -189,8 +246,9 @@ class Engine:
         return self._tokenizer.decode(list(token_ids)) if self._tokenizer is not None else ""
 
     async def stream(self, request_id: str, prompt_token_ids: list[int],
-                     request: GenerationRequest) -> AsyncIterator[tuple[list[int], str, bool, str | None]]:
-        """Yield (new token ids, new text, finished, finish_reason) once per engine step."""
+                     request: GenerationRequest) -> AsyncIterator[Chunk]:
+        """Yield a Chunk (new token ids, new text, finished, finish_reason, the request's counters on its
+        last chunk where vLLM reports them) once per engine step."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
@@ -204,8 +262,7 @@ class Engine:
         )
         prompt = {"prompt_token_ids": list(prompt_token_ids)}
         async for out in self._llm.generate(prompt, params, request_id):
-            completion = out.outputs[0]
-            yield list(completion.token_ids), completion.text or "", out.finished, completion.finish_reason
+            yield chunk_of(out)
 
     async def abort(self, request_id: str) -> None:
         if self._llm is not None:

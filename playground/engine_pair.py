@@ -18,7 +18,8 @@ from typing import Callable, Iterator
 
 from playground.engine import Engine, EngineSettings, EngineStartError, PromptError
 from playground.events import (
-    BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, SpecDecodeCounters, StepEvent,
+    BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, GenerationRequest, RunFinished, RunStarted,
+    SpecDecodeCounters, StepEvent,
 )
 
 # A short prompt that repeats itself, so warm-up exercises drafting too (the n-gram proposer compiles its
@@ -30,9 +31,10 @@ ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
 
 @dataclass
 class BatchResult:
-    """One engine's batch (`EnginePair.run_batch`): each request's trace in submission order, the engine's
-    spec-decode counters over the batch (zero on the baseline), and the batch's wall time, from the
-    first submission to the last token."""
+    """One engine's batch (`EnginePair.run_batch`): each request's trace in submission order, the spec-decode
+    counters over the batch (zero on the baseline), and the batch's wall time, from the first submission to
+    the last token. Counters: the sum of every request's own (PER_REQUEST) where vLLM reported each one,
+    else the engine's counters after minus before (ENGINE_DELTA): see `counters_source`."""
 
     role: str
     traces: list  # EngineTrace per request
@@ -40,6 +42,7 @@ class BatchResult:
     wall_seconds: float
     concurrency: int
     cancelled: bool = False
+    counters_source: str = ENGINE_DELTA
 
 
 @dataclass
@@ -206,12 +209,13 @@ class EnginePair:
                    events: queue.Queue) -> None:
         spec = self.engines[SPECULATIVE]
         counters_before = spec.counters()
-        error = None
+        error = exact = None
         try:
             if schedule == "concurrent":
-                tasks = [asyncio.ensure_future(self._stream_one(role, run_id, ids, request, events, counters_before))
-                         for role in (BASELINE, SPECULATIVE)]
-                done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+                tasks = {role: asyncio.ensure_future(self._stream_one(role, run_id, ids, request, events,
+                                                                      counters_before))
+                         for role in (BASELINE, SPECULATIVE)}
+                done, pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
                 if pending:  # one engine failed: stop the other now, or it generates on and skews the next run
                     await self._abort(run_id, mark_cancelled=False)
                     await asyncio.wait(pending, timeout=10)
@@ -219,26 +223,39 @@ class EnginePair:
                         task.cancel()
                 for task in done:
                     task.result()  # re-raise the failure
+                exact = tasks[SPECULATIVE].result()
             else:
                 for role in (BASELINE, SPECULATIVE):
-                    await self._stream_one(role, run_id, ids, request, events, counters_before)
+                    exact = await self._stream_one(role, run_id, ids, request, events, counters_before)
         except Exception as exc:  # an engine died mid-run: report it, leave the pair to the caller
             error = f"{type(exc).__name__}: {exc}"
-        counters = spec.counters().minus(counters_before)
+        # The request's own counters where vLLM reported them: exact even if the engine served other
+        # requests meanwhile. Else (vLLM < 0.29, an aborted request) the engine's counters since the start.
+        counters, source = ((exact, PER_REQUEST) if exact is not None
+                            else (spec.counters().minus(counters_before), ENGINE_DELTA))
         cancelled = run_id in self._cancelled
         self._cancelled.discard(run_id)
-        events.put(RunFinished(run_id, time.monotonic(), counters, cancelled=cancelled, error=error))
+        events.put(RunFinished(run_id, time.monotonic(), counters, cancelled=cancelled, error=error,
+                               counters_source=source))
 
     async def _stream_one(self, role: str, run_id: str, ids: list[int], request: GenerationRequest,
-                          events: queue.Queue, counters_before: SpecDecodeCounters) -> None:
+                          events: queue.Queue, counters_before: SpecDecodeCounters) -> SpecDecodeCounters | None:
+        """Stream one engine's request into `events`; return the request's own counters if vLLM reported
+        them (speculative engine, vLLM >= 0.29, request finished), else None."""
         engine = self.engines[role]
         submitted = time.monotonic()
         step = 0
-        async for token_ids, text, finished, reason in engine.stream(f"{run_id}-{role}", ids, request):
+        exact = None
+        async for chunk in engine.stream(f"{run_id}-{role}", ids, request):
             now = time.monotonic()
-            counters = engine.counters().minus(counters_before) if role == SPECULATIVE else None
-            events.put(StepEvent(role, step, tuple(token_ids), text, now, submitted, finished, reason, counters))
+            counters = None
+            if role == SPECULATIVE:
+                exact = chunk.counters
+                counters = exact if exact is not None else engine.counters().minus(counters_before)
+            events.put(StepEvent(role, step, tuple(chunk.token_ids), chunk.text, now, submitted, chunk.finished,
+                                 chunk.finish_reason, counters))
             step += 1
+        return exact if role == SPECULATIVE else None
 
     def run_batch(self, role: str, requests: list[GenerationRequest], concurrency: int,
                   cancel: threading.Event | None = None) -> BatchResult:
@@ -258,6 +275,7 @@ class EnginePair:
         engine = self.engines[role]
         before = engine.counters()
         traces = [EngineTrace(role) for _ in requests]
+        exact: list[SpecDecodeCounters | None] = [None] * len(requests)  # each request's own, if reported
         slots = asyncio.Semaphore(concurrency)  # FIFO: requests enter in order as earlier ones finish
 
         async def one(i: int) -> None:
@@ -267,18 +285,20 @@ class EnginePair:
                 request_id, submitted = f"{batch_id}-{role}-{i}", time.monotonic()
                 traces[i].submitted_at = submitted
                 # timestamps taken here, on the loop, as each chunk arrives: no queue between
-                async for token_ids, text, finished, reason in engine.stream(request_id, ids[i], requests[i]):
-                    traces[i].add(StepEvent(role, len(traces[i].step_sizes), tuple(token_ids), text,
-                                            time.monotonic(), submitted, finished, reason))
-                    if cancel is not None and cancel.is_set() and not finished:
+                async for chunk in engine.stream(request_id, ids[i], requests[i]):
+                    traces[i].add(StepEvent(role, len(traces[i].step_sizes), tuple(chunk.token_ids), chunk.text,
+                                            time.monotonic(), submitted, chunk.finished, chunk.finish_reason))
+                    exact[i] = chunk.counters
+                    if cancel is not None and cancel.is_set() and not chunk.finished:
                         await engine.abort(request_id)
                         break
 
         started = time.monotonic()
         await asyncio.gather(*(one(i) for i in range(len(requests))))
         last = max((t.step_times[-1] for t in traces if t.step_times), default=started)
-        return BatchResult(role, traces, engine.counters().minus(before), last - started, concurrency,
-                           cancelled=cancel is not None and cancel.is_set())
+        counters, source = batch_counters(exact, engine.counters().minus(before))
+        return BatchResult(role, traces, counters, last - started, concurrency,
+                           cancelled=cancel is not None and cancel.is_set(), counters_source=source)
 
     def engine_info(self) -> dict[str, dict]:
         """Per engine, how vLLM resolved its configuration (async scheduling, dtype, method, k)."""
@@ -287,6 +307,18 @@ class EnginePair:
     def process_ids(self) -> dict[str, list[int]]:
         """Engine-core process ids per engine, for telemetry (VRAM via NVML, RSS via psutil)."""
         return {role: list(engine.pids) for role, engine in self.engines.items()}
+
+
+def batch_counters(per_request: list, delta: SpecDecodeCounters) -> tuple[SpecDecodeCounters, str]:
+    """A batch's counters and their source: the sum of every request's own counters when each request has
+    them (exact under any other traffic on the engine), else the engine-wide `delta` (vLLM < 0.29, a baseline
+    engine, an aborted or unsubmitted request)."""
+    if per_request and all(c is not None for c in per_request):
+        total = SpecDecodeCounters()
+        for c in per_request:
+            total = total.plus(c)
+        return total, PER_REQUEST
+    return delta, ENGINE_DELTA
 
 
 def _prepare(preset, log=print) -> None:

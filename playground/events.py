@@ -8,27 +8,51 @@ BASELINE = "baseline"
 SPECULATIVE = "speculative"
 ROLES = (BASELINE, SPECULATIVE)
 
+# Where a run's acceptance counters came from: vLLM's per-request metrics of each request (exact whatever
+# else the engine runs; vLLM >= 0.29), or the difference of the engine's stat-logger counters before and
+# after the run (exact only while the run has the engine to itself).
+PER_REQUEST, ENGINE_DELTA = "per-request", "engine delta"
+
 
 @dataclass(frozen=True)
 class SpecDecodeCounters:
     """vLLM's spec-decode counters (vllm:spec_decode_num_drafts, _num_draft_tokens, _num_accepted_tokens,
-    _num_accepted_tokens_per_pos), kept per engine by its own stat logger."""
+    _num_accepted_tokens_per_pos), kept per engine by its own stat logger, or one request's (from_histogram)."""
 
     num_drafts: int = 0
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     accepted_per_position: tuple[int, ...] = ()
 
-    def minus(self, earlier: "SpecDecodeCounters") -> "SpecDecodeCounters":
-        width = max(len(self.accepted_per_position), len(earlier.accepted_per_position))
-        mine = list(self.accepted_per_position) + [0] * (width - len(self.accepted_per_position))
-        theirs = list(earlier.accepted_per_position) + [0] * (width - len(earlier.accepted_per_position))
-        return SpecDecodeCounters(
-            self.num_drafts - earlier.num_drafts,
-            self.num_draft_tokens - earlier.num_draft_tokens,
-            self.num_accepted_tokens - earlier.num_accepted_tokens,
-            tuple(a - b for a, b in zip(mine, theirs)),
+    @classmethod
+    def from_histogram(cls, histogram, num_draft_tokens: int) -> "SpecDecodeCounters":
+        """One request's counters from vLLM's per-request metrics (RequestSpecDecodeMetrics): `histogram[j]`
+        verification steps accepted j drafted tokens. A step that accepted j accepted positions 0..j-1
+        (acceptance stops at the first rejection), so position i was accepted by the steps with j > i."""
+        counts = [int(n) for n in histogram]
+        return cls(
+            num_drafts=sum(counts),
+            num_draft_tokens=int(num_draft_tokens),
+            num_accepted_tokens=sum(j * n for j, n in enumerate(counts)),
+            accepted_per_position=tuple(sum(counts[i + 1:]) for i in range(max(0, len(counts) - 1))),
         )
+
+    def _combine(self, other: "SpecDecodeCounters", sign: int) -> "SpecDecodeCounters":
+        width = max(len(self.accepted_per_position), len(other.accepted_per_position))
+        mine = list(self.accepted_per_position) + [0] * (width - len(self.accepted_per_position))
+        theirs = list(other.accepted_per_position) + [0] * (width - len(other.accepted_per_position))
+        return SpecDecodeCounters(
+            self.num_drafts + sign * other.num_drafts,
+            self.num_draft_tokens + sign * other.num_draft_tokens,
+            self.num_accepted_tokens + sign * other.num_accepted_tokens,
+            tuple(a + sign * b for a, b in zip(mine, theirs)),
+        )
+
+    def minus(self, earlier: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        return self._combine(earlier, -1)
+
+    def plus(self, other: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        return self._combine(other, 1)
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -67,7 +91,8 @@ class StepEvent:
     submitted_at: float
     finished: bool = False
     finish_reason: str | None = None
-    # Speculative engine only: its counters since this run started, read as this chunk arrived.
+    # Speculative engine only: its counters since this run started, read as this chunk arrived (on the
+    # last chunk, the request's own counters where vLLM reports them: see RunFinished.counters_source).
     counters: SpecDecodeCounters | None = None
 
 
@@ -83,10 +108,12 @@ class RunStarted:
 
 @dataclass(frozen=True)
 class RunFinished:
-    """Last event of a run; `error` is set if it failed, `cancelled` if Stop was pressed."""
+    """Last event of a run; `error` is set if it failed, `cancelled` if Stop was pressed. `counters` are the
+    speculative request's, from PER_REQUEST or ENGINE_DELTA (`counters_source`)."""
 
     run_id: str
     finished_at: float
     counters: SpecDecodeCounters = field(default_factory=SpecDecodeCounters)
     cancelled: bool = False
     error: str | None = None
+    counters_source: str = ENGINE_DELTA

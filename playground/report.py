@@ -36,6 +36,8 @@ def metrics_rows(result: dict) -> list[tuple[str, str, str]]:
                                            for r in (BASELINE, SPECULATIVE))))
     rows.append(("drafts / draft tokens / accepted", "", f"{s['num_drafts']} / {s['num_draft_tokens']} / {s['num_accepted']}"))
     rows.append(("accepted per position", "", " ".join(map(str, s["accepted_per_position"])) or "—"))
+    if s.get("acceptance_source"):
+        rows.append(("acceptance counted from", "", s["acceptance_source"]))
     return rows
 
 

