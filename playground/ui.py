@@ -162,6 +162,9 @@ def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr
         page.c["poll_key"] = gr.State(None)
         _wire_status(demo, page, manager, settings)
         _wire_run(page, manager, registry, history_dir, settings)
+    # Gradio copies a file a handler returns only from the working directory, the temp directory or an
+    # allowed path: the cache may be elsewhere (PLAYGROUND_CACHE=/data, or a .cache that is a symlink)
+    demo.playground_file_dirs = [history_dir]
     return demo
 
 
@@ -359,4 +362,5 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                        prevent_thread_lock=not block, show_error=True, footer_links=["api"],
-                       theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs)
+                       theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs,
+                       allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)

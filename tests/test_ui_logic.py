@@ -452,3 +452,74 @@ def test_messages_for_visitors_carry_no_server_paths():
     assert "/work" not in scrub(message) and "/tmp/a" not in scrub(message) and "OSError" in scrub(message)
     assert "/work/main" not in views.error_html(message) and "/work/main" not in views.status_html(
         "error", "p", message, 0, None, "CPU")
+
+
+# -- many visitors (the load test's client side, playground/visitors.py) -------------------------------------
+def test_fifo_counts_late_starts_and_overlaps_beyond_the_tolerance():
+    from playground.visitors import Visit, fifo, percentile
+
+    def visit(i, start, end):
+        v = Visit(i, f"p{i}")
+        v.started_at, v.finished_at = start, end
+        return v
+
+    assert fifo([visit(0, 0.0, 1.0), visit(1, 1.03, 2.0), visit(2, 1.95, 2.5)])["kept"]  # within 0.1 s
+    swapped = fifo([visit(0, 2.0, 3.0), visit(1, 0.0, 1.0)])
+    assert not swapped["kept"] and swapped["inversions"] == 1 and swapped["order"] == [1, 0]
+    assert fifo([visit(0, 0.0, 2.0), visit(1, 1.0, 3.0)])["overlaps"] == 1  # two runs at once
+    assert percentile([3, 1, 2, 4], 0.5) == 2 and percentile(list(range(1, 21)), 0.95) == 19
+    assert percentile([], 0.5) is None
+
+
+def _prompt_echo(request):
+    """A fake run whose tokens depend on the prompt: a stream given to the wrong visitor would show."""
+    import zlib
+
+    seed = zlib.crc32(request.prompt.encode())
+    ids = [(seed >> (i % 24)) % 1000 + 1 for i in range(request.max_tokens)]
+    return synthetic_events(ids, [ids[:1]] + [ids[i:i + 2] for i in range(1, len(ids), 2)])
+
+
+def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_dirs(tmp_path, monkeypatch):
+    """Four visitors on a page with a fake pair: served one at a time in the order they joined, each its own
+    output. The page's files are where neither Gradio's working nor temp directory is (PLAYGROUND_CACHE=/data,
+    or a .cache that is a symlink): the history CSV every run returns must still be served."""
+    import tempfile
+
+    from playground import ui, visitors
+    from playground.pair_manager import PairManager
+    from tests.ui_fixtures import free_port
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "cache" / "page")
+    preset = get_preset("smollm2-ngram")
+    manager = PairManager({preset.name: preset}, preset.name,
+                          pair_factory=lambda p, hw, log=print: FakePair(_prompt_echo, p, step_delay=0.01))
+    manager.load(preset.name)
+    deadline = time.monotonic() + 10
+    while manager.pair is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    demo = ui.build_page(manager)
+    crowd = None
+    try:
+        ui.launch(demo, "127.0.0.1", free_port(), block=False)
+        prompts = visitors.visitor_prompts(4)
+        alone = visitors.client(demo.local_url)
+        solo = visitors.solo_runs(alone, prompts, 6)
+        alone.close()
+        assert not any(s["error"] for s in solo.values()), solo
+        assert len({tuple(s["baseline"]) for s in solo.values()}) == 4
+        crowd = visitors.Visitors(demo.local_url, prompts, 6)
+        crowd.connect()
+        crowd.start()
+        crowd.watch(time.time() + 60)
+        summary = visitors.summary(crowd.visits, solo)
+        assert summary["errors"] == 0 and summary["equal_to_solo"] == 4, summary
+        assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
+        assert summary["queue_wait_p95_s"] >= summary["queue_wait_p50_s"] >= 0
+    finally:
+        if crowd is not None:
+            crowd.close()
+        demo.close()
+        manager.shutdown()
