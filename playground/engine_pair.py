@@ -28,6 +28,14 @@ WARMUP_PROMPT = "Repeat after me: one two three four, one two three four, one tw
 ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
 
 
+class _EngineFailed(RuntimeError):
+    """One engine's stream failed mid-run (its process died, most often): the message names the engine."""
+
+    def __init__(self, role: str, exc: Exception):
+        detail = str(exc).split(" See stack trace")[0]  # vLLM points at a log the page's visitors can't see
+        super().__init__(f"the {role} engine failed ({type(exc).__name__}: {detail})")
+
+
 @dataclass
 class BatchResult:
     """One engine's batch (`EnginePair.run_batch`): each request's trace in submission order, the engine's
@@ -222,7 +230,9 @@ class EnginePair:
             else:
                 for role in (BASELINE, SPECULATIVE):
                     await self._stream_one(role, run_id, ids, request, events, counters_before)
-        except Exception as exc:  # an engine died mid-run: report it, leave the pair to the caller
+        except _EngineFailed as exc:  # an engine died mid-run: report it, leave the pair to the caller
+            error = str(exc)
+        except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         counters = spec.counters().minus(counters_before)
         cancelled = run_id in self._cancelled
@@ -234,11 +244,14 @@ class EnginePair:
         engine = self.engines[role]
         submitted = time.monotonic()
         step = 0
-        async for token_ids, text, finished, reason in engine.stream(f"{run_id}-{role}", ids, request):
-            now = time.monotonic()
-            counters = engine.counters().minus(counters_before) if role == SPECULATIVE else None
-            events.put(StepEvent(role, step, tuple(token_ids), text, now, submitted, finished, reason, counters))
-            step += 1
+        try:
+            async for token_ids, text, finished, reason in engine.stream(f"{run_id}-{role}", ids, request):
+                now = time.monotonic()
+                counters = engine.counters().minus(counters_before) if role == SPECULATIVE else None
+                events.put(StepEvent(role, step, tuple(token_ids), text, now, submitted, finished, reason, counters))
+                step += 1
+        except Exception as exc:
+            raise _EngineFailed(role, exc) from exc
 
     def run_batch(self, role: str, requests: list[GenerationRequest], concurrency: int,
                   cancel: threading.Event | None = None) -> BatchResult:

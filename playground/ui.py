@@ -321,15 +321,17 @@ def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, setti
         yield fail(failure)
         return
     error = live.comparison.finished.error
-    if error:
-        manager.reload_if_dead()
+    # after every run, not only a failed one: an engine that died after its part of the run (or between
+    # runs) is reloaded now, so the next visitor gets "not ready" rather than a failed run
+    reloading = manager.reload_if_dead()
     number = (history[-1]["run"] + 1) if history else 1
     history = (history + [live.history_row(number)])[-settings.history_rows:]
     # one file per session, overwritten each run; named from a hash, not from the session id itself
     path = os.path.join(history_dir, f"history-{hashlib.sha256(session.encode()).hexdigest()[:16]}.csv")
     history_table(history).to_csv(path, index=False)
     replayable = live.replayable
-    message = (f"An engine failed during the run: {error}. The engines are being reloaded." if error else
+    reload_note = " Both engines are being reloaded; Run is enabled again once they are ready." if reloading else ""
+    message = (f"The run stopped: {error}.{reload_note}" if error else
                f"The run was stopped at this page's limit of {settings.max_run_seconds:g} seconds." if timed_out
                else None)
     yield {**live.final(manager.sampler, history, path, scrub(message) if message else None),
