@@ -26,6 +26,9 @@ from playground.events import (
 WARMUP_PROMPT = "Repeat after me: one two three four, one two three four, one two three four."
 
 ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
+# Run ids ("run-N") in the order runs take the engines, over the process's life: the load test reads the
+# page's FIFO order from them.
+_RUN_NUMBERS = itertools.count()
 
 
 class _EngineFailed(RuntimeError):
@@ -69,7 +72,7 @@ class EnginePair:
         self._thread = threading.Thread(target=self._loop.run_forever, name="engine-pair-loop", daemon=True)
         self._thread.start()
         self._run_lock = threading.Lock()  # one comparison at a time: clean timings, clean counters
-        self._ids = itertools.count()
+        self._ids = _RUN_NUMBERS  # shared by every pair in the process: a reloaded pair doesn't start over
         self._cancelled: set[str] = set()
 
     # -- life cycle -------------------------------------------------------------------------------

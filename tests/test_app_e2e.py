@@ -128,6 +128,31 @@ def test_two_users_at_once_are_served_one_after_the_other(app):
     assert results["a"]["baseline"]["token_ids"] == results["b"]["baseline"]["token_ids"]
 
 
+def test_visitors_at_once_are_served_in_order_with_their_own_outputs(app):
+    """The load test's small version (scripts/load_test.py runs 50): four visitors press Run at nearly the
+    same moment, each with its own prompt. No error, every output (both engines') equals that prompt run
+    alone, and the runs start in the order the visitors joined the queue, one at a time."""
+    from playground import visitors
+
+    prompts = visitors.visitor_prompts(4)
+    alone = visitors.client(app.url)
+    solo = visitors.solo_runs(alone, prompts, 8)
+    visitors.close_client(alone)
+    assert len({tuple(s["baseline"]) for s in solo.values()}) == 4  # distinct: a mixed-up stream would show
+    crowd = visitors.Visitors(app.url, prompts, 8)
+    try:
+        crowd.connect()
+        crowd.start()
+        crowd.watch(time.time() + 300)
+    finally:
+        crowd.close()
+    summary = visitors.summary(crowd.visits, solo)
+    assert summary["errors"] == 0 and summary["equal_to_solo"] == 4, summary
+    assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
+    assert summary["fifo"]["runs_on_engines"] == 4  # judged on the page's own run numbers
+    assert all(v.first_token_at >= v.started_at >= v.clicked_at for v in crowd.visits)
+
+
 def _wait_for(client, preset, timeout=300.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

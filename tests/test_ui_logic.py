@@ -455,18 +455,23 @@ def test_messages_for_visitors_carry_no_server_paths():
 
 
 # -- many visitors (the load test's client side, playground/visitors.py) -------------------------------------
-def test_fifo_counts_late_starts_and_overlaps_beyond_the_tolerance():
-    from playground.visitors import Visit, fifo, percentile
+def test_fifo_is_judged_on_the_pages_run_numbers():
+    from playground.visitors import Visit, fifo, outcome, percentile
 
-    def visit(i, start, end):
+    def visit(i, run, start=None, end=None):
         v = Visit(i, f"p{i}")
+        v.got = outcome({"error": "", "result": {"run_id": None if run is None else f"run-{run}"}})
         v.started_at, v.finished_at = start, end
         return v
 
-    assert fifo([visit(0, 0.0, 1.0), visit(1, 1.03, 2.0), visit(2, 1.95, 2.5)])["kept"]  # within 0.1 s
-    swapped = fifo([visit(0, 2.0, 3.0), visit(1, 0.0, 1.0)])
+    kept = fifo([visit(0, 7), visit(1, 8), visit(2, None), visit(3, 12)])  # 2: refused before the engines
+    assert kept["kept"] and kept["runs_on_engines"] == 3 and kept["order"] == [0, 1, 3]
+    swapped = fifo([visit(0, 9, 2.0, 3.0), visit(1, 8, 0.0, 1.0)])
     assert not swapped["kept"] and swapped["inversions"] == 1 and swapped["order"] == [1, 0]
-    assert fifo([visit(0, 0.0, 2.0), visit(1, 1.0, 3.0)])["overlaps"] == 1  # two runs at once
+    assert swapped["client_view"]["inversions"] == 1
+    # what the visitors saw: late and bunched messages are reported beyond the tolerance only
+    seen = fifo([visit(0, 1, 0.0, 2.0), visit(1, 2, 1.0, 3.0), visit(2, 3, 2.95, 4.0)])["client_view"]
+    assert seen["overlaps"] == 1 and seen["inversions"] == 0
     assert percentile([3, 1, 2, 4], 0.5) == 2 and percentile(list(range(1, 21)), 0.95) == 19
     assert percentile([], 0.5) is None
 
@@ -517,6 +522,7 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
         summary = visitors.summary(crowd.visits, solo)
         assert summary["errors"] == 0 and summary["equal_to_solo"] == 4, summary
         assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
+        assert summary["fifo"]["runs_on_engines"] == 4
         assert summary["queue_wait_p95_s"] >= summary["queue_wait_p50_s"] >= 0
     finally:
         if crowd is not None:
