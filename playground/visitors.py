@@ -11,9 +11,11 @@ with its own prompt, and records what it saw, timed on this side as the messages
 - `first_token_at`: the first update with a baseline token in it;
 - `finished_at`: the run's last message.
 
-Visitors join the queue one after the other (each waits until the previous one's join has returned), so
-the page's queue order is the visitors' order. gradio_client reads each job's messages every 50 ms, so
-these times are good to about 0.05 s: two runs that start within that are not told apart (see `fifo`).
+Visitors press Run in order: either each once the page has accepted the previous one (the queue's order
+is then certainly theirs) or a fixed short interval apart, so that all of them wait in the queue at once
+(`Visitors.start`). gradio_client reads each job's messages every 50 ms, and on a loaded machine later and
+in bunches, so these times are what a visitor saw, not the page's own: first come, first served is judged
+on the page's run numbers instead (see `fifo`).
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class Visit:
     started_at: float | None = None
     first_token_at: float | None = None
     finished_at: float | None = None
+    places: list = field(default_factory=list)  # (queue size, rank) from each of the page's queue updates
     baseline_seen: int = 0  # tokens in the latest update's panes
     speculative_seen: int = 0
     got: dict | None = None  # outcome() of the final outputs
@@ -151,6 +154,7 @@ class Visit:
             "error": self.error, "error_kind": "exception" if self.exception else error_kind(self.error),
             "equal_to_solo": self.equals(solo) if solo is not None else None,
             "tokens": len((self.got or {}).get("baseline") or []),
+            "places": [list(p) for p in self.places],
         }
 
 
@@ -174,13 +178,18 @@ class Visitors:
         for v in self.visits:
             v.client = client(self.url)
 
-    def start(self, join_timeout_s: float = 60.0) -> None:
+    def start(self, spacing_s: float | None = None, join_timeout_s: float = 60.0) -> None:
+        """Every visitor presses Run, in order. `spacing_s` None: each once the page has accepted the
+        previous one's run into its queue (the order is certain, but on a busy page joining takes a while);
+        otherwise one every `spacing_s` seconds without waiting, so all of them are queued at once."""
         for v in self.visits:
             v.clicked_at = time.time()
             v.job = v.client.submit(v.prompt, self.max_tokens, 0.0, self.schedule, api_name="/run")
+            if spacing_s is not None:
+                time.sleep(max(0.0, v.clicked_at + spacing_s - time.time()))
+                continue
             deadline = time.time() + join_timeout_s
-            # the join request has returned once the job knows its event id: the page has queued it
-            while v.job.communicator.event_id is None and not v.job.done() and time.time() < deadline:
+            while not _joined(v) and not v.job.done() and time.time() < deadline:
                 time.sleep(0.002)
             v.joined_at = time.time()
 
@@ -201,6 +210,8 @@ class Visitors:
                 v.exception = "no result before the deadline (a hang)"
 
     def _read(self, v: Visit) -> None:
+        if v.joined_at is None and _joined(v):
+            v.joined_at = time.time()
         updates = v.job.communicator.updates
         while True:
             try:
@@ -216,6 +227,8 @@ class Visitors:
                 continue
             code = getattr(getattr(update, "code", None), "value", None)
             at = update.time.timestamp() if getattr(update, "time", None) else time.time()
+            if code == "IN_QUEUE" and update.rank is not None and update.queue_size is not None:
+                v.places.append((update.queue_size, update.rank))
             if code in ("PROCESSING", "ITERATING", "FINISHED") and v.started_at is None:
                 v.started_at = at
             if v._pending_token:
@@ -246,29 +259,67 @@ def close_client(c) -> None:
         pass
 
 
+def _joined(v: Visit) -> bool:
+    """The join request has returned once the job knows its event id: the page has queued the run."""
+    return v.job.communicator.event_id is not None
+
+
 def _tokens(pane) -> int:
     m = _TOKENS.search(str(pane or ""))
     return int(m.group(1)) if m else 0
 
 
-def fifo(visits: list[Visit], tolerance_s: float = FIFO_TOLERANCE_S) -> dict:
-    """First come, first served: the runs take the engines in the order the visitors joined the queue.
-    Judged on the page's own run numbers (`run_id`, given when a run takes the engines; one run at a time
-    holds them), over the runs that reached the engines: an inversion is a visitor who joined later getting
-    an earlier number. Runs refused before the engines (engines not ready, bad input) carry no number.
+def fifo(visits: list[Visit], joins_ordered: bool = False, tolerance_s: float = FIFO_TOLERANCE_S) -> dict:
+    """First come, first served: runs take the engines in the order the page queued them. Judged on the
+    page's own messages, not on arrival times: Gradio tells every waiting visitor its place in the queue
+    (rank, with the queue's size) whenever the queue changes, and the page numbers runs as they take the
+    engines (`run_id`). Once nobody joins any more, each start sends every waiting visitor its new place:
+    a picture of the whole queue (each waiting visitor one rank, ranks 0..size-1); in every such picture
+    the runs must be numbered in rank order. With `joins_ordered` (each visitor pressed Run once the page had accepted the previous one) the
+    runs must also be numbered in the visitors' order. Runs refused before the engines (engines not ready,
+    bad input) carry no number and are left out.
 
-    Also what the visitors saw (`client_view`): a later visitor's run reported started more than
-    `tolerance_s` before an earlier one's, or before the previous run was reported finished. On a loaded
-    client machine messages arrive late and bunched, so this view is reported, not judged."""
-    numbered = sorted((v for v in visits if (v.got or {}).get("run") is not None), key=lambda v: v.index)
-    inversions, highest = 0, None
-    for v in numbered:
-        if highest is not None and v.got["run"] < highest:
-            inversions += 1
-        highest = v.got["run"] if highest is None else max(highest, v.got["run"])
-    by_run = sorted(numbered, key=lambda v: v.got["run"])
-    return {"kept": inversions == 0, "runs_on_engines": len(numbered), "inversions": inversions,
-            "order": [v.index for v in by_run], "client_view": _client_view(visits, tolerance_s)}
+    `client_view`: what the visitors saw (a later visitor's run reported started more than `tolerance_s`
+    before an earlier one's, or before the previous run was reported finished). Messages reach a loaded
+    client late and in bunches, so this view is reported, not judged."""
+    run = {v.index: (v.got or {}).get("run") for v in visits if (v.got or {}).get("run") is not None}
+    by_size: dict[int, dict[int, set]] = {}
+    for v in visits:
+        for size, rank in _after_last_join(v.places):
+            by_size.setdefault(size, {}).setdefault(v.index, set()).add(rank)
+    snapshots, inversions, checked = 0, 0, 0
+    largest = 0
+    for size, seen in by_size.items():
+        if len(seen) != size or any(len(r) != 1 for r in seen.values()):
+            continue  # not one picture of the whole queue (a join or a start in between)
+        places = {index: next(iter(r)) for index, r in seen.items()}
+        if sorted(places.values()) != list(range(size)):
+            continue
+        numbers = [run[i] for i in sorted(places, key=places.get) if i in run]
+        snapshots += 1
+        largest = max(largest, len(numbers))
+        checked += max(0, len(numbers) - 1)
+        inversions += sum(1 for a, b in zip(numbers, numbers[1:]) if b < a)
+    in_order = [run[v.index] for v in sorted(visits, key=lambda v: v.index) if v.index in run]
+    order_inversions = sum(1 for a, b in zip(in_order, in_order[1:]) if b < a)
+    kept = inversions == 0 and (order_inversions == 0 if joins_ordered else True)
+    return {"kept": kept, "verified": checked > 0 or (joins_ordered and len(in_order) > 1),
+            "runs_on_engines": len(run), "queue_snapshots": snapshots, "largest_snapshot": largest,
+            "pairs_checked": checked, "inversions": inversions,
+            "joins_ordered": joins_ordered, "inversions_against_press_order": order_inversions,
+            "order": [i for i in sorted(run, key=run.get)], "client_view": _client_view(visits, tolerance_s)}
+
+
+def _after_last_join(places: list) -> list:
+    """A visitor's last places, while only runs starting changed the queue (each one place nearer, in a queue
+    one shorter): the queue's pictures from when nobody joined any more. Earlier ones mix pictures taken
+    between joins, which can share a queue size."""
+    tail = places[-1:]
+    for size, rank in reversed(places[:-1]):
+        if (size, rank) != (tail[0][0] + 1, tail[0][1] + 1):
+            break
+        tail.insert(0, (size, rank))
+    return tail
 
 
 def _client_view(visits: list[Visit], tolerance_s: float) -> dict:
@@ -300,7 +351,7 @@ def most_waiting(visits: list[Visit]) -> int:
     return max((sum(1 for a, b in spans if a <= t < b) for t, _ in spans), default=0)
 
 
-def summary(visits: list[Visit], solo: dict[str, dict]) -> dict:
+def summary(visits: list[Visit], solo: dict[str, dict], joins_ordered: bool = False) -> dict:
     """The figures the load test reports (rows: `Visit.row`), over the runs that completed: queue wait =
     Run pressed → the run starts; TTFT = Run pressed → the first baseline token reaches the visitor (so it
     includes the wait); engine TTFT = the baseline engine's own (submission → first token, in the page)."""
@@ -312,7 +363,7 @@ def summary(visits: list[Visit], solo: dict[str, dict]) -> dict:
         kind = "exception" if v.exception else error_kind(v.error)
         if kind:
             kinds[kind] = kinds.get(kind, 0) + 1
-    order = fifo(visits)
+    order = fifo(visits, joins_ordered)
     return {
         "visitors": len(visits),
         "completed": len(ok),
@@ -321,7 +372,7 @@ def summary(visits: list[Visit], solo: dict[str, dict]) -> dict:
         "hangs": sum(1 for v in visits if v.exception and "deadline" in v.exception),
         "equal_to_solo": sum(1 for v in ok if v.equals(solo[v.prompt])),
         "lost_or_mixed": sum(1 for v in ok if not v.equals(solo[v.prompt])),
-        "fifo_kept": order["kept"], "fifo": order,
+        "fifo_kept": order["kept"] and order["verified"], "fifo": order,
         "queue_wait_p50_s": percentile(waits, 0.5), "queue_wait_p95_s": percentile(waits, 0.95),
         "ttft_p50_s": percentile(ttfts, 0.5), "ttft_p95_s": percentile(ttfts, 0.95),
         "engine_ttft_p50_s": percentile([v.got["ttft_s"] for v in ok], 0.5),

@@ -51,6 +51,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--preset", default="smollm2-ngram")
     p.add_argument("--schedule", default="sequential", choices=["sequential", "concurrent"])
     p.add_argument("--kill", choices=["baseline", "speculative"], help="kill -9 this engine's process mid-load")
+    p.add_argument("--spacing-ms", type=float, default=50,
+                   help="visitors press Run this far apart, not waiting for the page to accept the previous one "
+                        "(0: each once the page has accepted the previous one)")
     p.add_argument("--retry", type=int, default=8, help="after a kill: how many failed visitors run again")
     p.add_argument("--ready-timeout", type=float, default=900, help="seconds for the engines to load (each time)")
     p.add_argument("--deadline-s", type=float, default=1800, help="seconds for the visitors' runs to finish")
@@ -72,7 +75,8 @@ def main(argv=None) -> int:
                                                    "PLAYGROUND_FORCE_CPU", "OMP_NUM_THREADS") if k in os.environ},
         "machine": machine(args.note),
         "settings": {"visitors": args.visitors, "max_tokens": args.max_tokens, "preset": args.preset,
-                     "schedule": args.schedule, "temperature": 0.0, "kill": args.kill},
+                     "schedule": args.schedule, "temperature": 0.0, "kill": args.kill,
+                     "spacing_ms": args.spacing_ms},
         "checks": {},
     }
     log = open(log_path, "w")
@@ -125,11 +129,13 @@ def run_test(args, app: subprocess.Popen, report: dict) -> None:
     killer = Killer(args.kill, app.pid, cores_before, target=args.visitors // 4) if args.kill else None
     try:
         crowd.connect()
+        cpu_before = cpu_seconds(app.pid)
         load_t0 = time.time()
-        crowd.start()
-        report["join_s"] = round(time.time() - load_t0, 2)
+        crowd.start(spacing_s=args.spacing_ms / 1000 if args.spacing_ms > 0 else None)
+        report["clicks_s"] = round(time.time() - load_t0, 2)
         crowd.watch(load_t0 + args.deadline_s, on_tick=killer)
-        report["load"] = vis.summary(crowd.visits, solo)
+        report["cpu_seconds_during_load"] = cpu_used(cpu_before, cpu_seconds(app.pid), time.time() - load_t0)
+        report["load"] = vis.summary(crowd.visits, solo, joins_ordered=args.spacing_ms <= 0)
         report["rows"] = [v.row(load_t0, solo[v.prompt]) for v in crowd.visits]
     finally:
         crowd.close()
@@ -163,9 +169,9 @@ def run_test(args, app: subprocess.Popen, report: dict) -> None:
     try:
         again.connect()
         again_t0 = time.time()
-        again.start()
+        again.start(spacing_s=args.spacing_ms / 1000 if args.spacing_ms > 0 else None)
         again.watch(again_t0 + args.deadline_s)
-        recovery["later_runs"] = vis.summary(again.visits, solo)
+        recovery["later_runs"] = vis.summary(again.visits, solo, joins_ordered=args.spacing_ms <= 0)
         recovery["later_rows"] = [v.row(again_t0, solo[v.prompt]) for v in again.visits]
     finally:
         again.close()
@@ -250,6 +256,39 @@ def engine_core_pids(app_pid: int) -> list[int]:
         except psutil.Error:
             pass
     return [c.pid for c in sorted(cores, key=lambda c: c.create_time())]
+
+
+def cpu_seconds(app_pid: int) -> dict:
+    """CPU seconds so far of the app, its engine processes and this client, by pid and role."""
+    import psutil
+
+    out = {}
+    procs = [(os.getpid(), "load_test.py (the visitors)"), (app_pid, "app.py (the page)")]
+    try:
+        for child in psutil.Process(app_pid).children(recursive=True):
+            try:
+                name = " ".join(child.cmdline()[:1]) or child.name()
+            except psutil.Error:
+                continue
+            procs.append((child.pid, name.split("/")[-1].strip()))
+    except psutil.Error:
+        pass
+    for pid, role in procs:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            out[pid] = (role, t.user + t.system)
+        except psutil.Error:
+            pass
+    return out
+
+
+def cpu_used(before: dict, after: dict, wall_s: float) -> dict:
+    """CPU seconds each process used between two `cpu_seconds`, and the wall time between them."""
+    used = {}
+    for pid, (role, t) in after.items():
+        key = f"{role} ({pid})"
+        used[key] = round(t - before.get(pid, (role, 0.0))[1], 1)
+    return {"wall_s": round(wall_s, 1), "cores": os.cpu_count(), "by_process": used}
 
 
 def stop_app(app: subprocess.Popen) -> dict:

@@ -455,22 +455,29 @@ def test_messages_for_visitors_carry_no_server_paths():
 
 
 # -- many visitors (the load test's client side, playground/visitors.py) -------------------------------------
-def test_fifo_is_judged_on_the_pages_run_numbers():
+def test_fifo_is_judged_on_the_queue_places_and_run_numbers_the_page_gives():
     from playground.visitors import Visit, fifo, outcome, percentile
 
-    def visit(i, run, start=None, end=None):
+    def visit(i, run, places=(), start=None, end=None):
         v = Visit(i, f"p{i}")
         v.got = outcome({"error": "", "result": {"run_id": None if run is None else f"run-{run}"}})
-        v.started_at, v.finished_at = start, end
+        v.places, v.started_at, v.finished_at = list(places), start, end
         return v
 
-    kept = fifo([visit(0, 7), visit(1, 8), visit(2, None), visit(3, 12)])  # 2: refused before the engines
-    assert kept["kept"] and kept["runs_on_engines"] == 3 and kept["order"] == [0, 1, 3]
-    swapped = fifo([visit(0, 9, 2.0, 3.0), visit(1, 8, 0.0, 1.0)])
-    assert not swapped["kept"] and swapped["inversions"] == 1 and swapped["order"] == [1, 0]
-    assert swapped["client_view"]["inversions"] == 1
+    # visitors 1 and 2 reached the queue the other way round: the page queued [2, 1, 3] behind 0's run,
+    # told each its place (size, rank) on joining and at each start, and ran them in that order
+    joined = [visit(0, 7), visit(1, 9, [(2, 1), (2, 0)]), visit(2, 8, [(1, 0)]),
+              visit(3, 10, [(3, 2), (2, 1), (1, 0)]), visit(4, None)]
+    kept = fifo(joined)
+    assert kept["kept"] and kept["verified"] and kept["runs_on_engines"] == 4 and kept["order"] == [0, 2, 1, 3]
+    assert kept["inversions"] == 0 and kept["pairs_checked"] == 1 and kept["inversions_against_press_order"] == 1
+    assert not fifo(joined, joins_ordered=True)["kept"]  # pressed in order, each once the last was queued
+    # the queue had 2 ahead of 1, but 1's run took the engines first
+    jumped = fifo([visit(1, 8, [(2, 1)]), visit(2, 9, [(2, 0)])])
+    assert not jumped["kept"] and jumped["inversions"] == 1
+    assert not fifo([visit(0, 1), visit(1, 2)])["verified"]  # no picture of the queue: nothing to judge on
     # what the visitors saw: late and bunched messages are reported beyond the tolerance only
-    seen = fifo([visit(0, 1, 0.0, 2.0), visit(1, 2, 1.0, 3.0), visit(2, 3, 2.95, 4.0)])["client_view"]
+    seen = fifo([visit(0, 1, (), 0.0, 2.0), visit(1, 2, (), 1.0, 3.0), visit(2, 3, (), 2.95, 4.0)])["client_view"]
     assert seen["overlaps"] == 1 and seen["inversions"] == 0
     assert percentile([3, 1, 2, 4], 0.5) == 2 and percentile(list(range(1, 21)), 0.95) == 19
     assert percentile([], 0.5) is None
@@ -519,7 +526,7 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
         crowd.connect()
         crowd.start()
         crowd.watch(time.time() + 60)
-        summary = visitors.summary(crowd.visits, solo)
+        summary = visitors.summary(crowd.visits, solo, joins_ordered=True)
         assert summary["errors"] == 0 and summary["equal_to_solo"] == 4, summary
         assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
         assert summary["fifo"]["runs_on_engines"] == 4
