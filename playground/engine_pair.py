@@ -27,6 +27,17 @@ from playground.events import (
 WARMUP_PROMPT = "Repeat after me: one two three four, one two three four, one two three four."
 
 ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
+# Run ids ("run-N") in the order runs take the engines, over the process's life: the load test reads the
+# page's FIFO order from them.
+_RUN_NUMBERS = itertools.count()
+
+
+class _EngineFailed(RuntimeError):
+    """One engine's stream failed mid-run (its process died, most often): the message names the engine."""
+
+    def __init__(self, role: str, exc: Exception):
+        detail = str(exc).split(" See stack trace")[0]  # vLLM points at a log the page's visitors can't see
+        super().__init__(f"the {role} engine failed ({type(exc).__name__}: {detail})")
 
 
 @dataclass
@@ -64,7 +75,7 @@ class EnginePair:
         self._thread = threading.Thread(target=self._loop.run_forever, name="engine-pair-loop", daemon=True)
         self._thread.start()
         self._run_lock = threading.Lock()  # one comparison at a time: clean timings, clean counters
-        self._ids = itertools.count()
+        self._ids = _RUN_NUMBERS  # shared by every pair in the process: a reloaded pair doesn't start over
         self._cancelled: set[str] = set()
 
     # -- life cycle -------------------------------------------------------------------------------
@@ -227,7 +238,9 @@ class EnginePair:
             else:
                 for role in (BASELINE, SPECULATIVE):
                     exact = await self._stream_one(role, run_id, ids, request, events, counters_before)
-        except Exception as exc:  # an engine died mid-run: report it, leave the pair to the caller
+        except _EngineFailed as exc:  # an engine died mid-run: report it, leave the pair to the caller
+            error = str(exc)
+        except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         # The request's own counters where vLLM reported them: exact even if the engine served other
         # requests meanwhile. Else (vLLM < 0.29, an aborted request) the engine's counters since the start.
@@ -246,15 +259,18 @@ class EnginePair:
         submitted = time.monotonic()
         step = 0
         exact = None
-        async for chunk in engine.stream(f"{run_id}-{role}", ids, request):
-            now = time.monotonic()
-            counters = None
-            if role == SPECULATIVE:
-                exact = chunk.counters
-                counters = exact if exact is not None else engine.counters().minus(counters_before)
-            events.put(StepEvent(role, step, tuple(chunk.token_ids), chunk.text, now, submitted, chunk.finished,
-                                 chunk.finish_reason, counters))
-            step += 1
+        try:
+            async for chunk in engine.stream(f"{run_id}-{role}", ids, request):
+                now = time.monotonic()
+                counters = None
+                if role == SPECULATIVE:
+                    exact = chunk.counters
+                    counters = exact if exact is not None else engine.counters().minus(counters_before)
+                events.put(StepEvent(role, step, tuple(chunk.token_ids), chunk.text, now, submitted, chunk.finished,
+                                     chunk.finish_reason, counters))
+                step += 1
+        except Exception as exc:
+            raise _EngineFailed(role, exc) from exc
         return exact if role == SPECULATIVE else None
 
     def run_batch(self, role: str, requests: list[GenerationRequest], concurrency: int,

@@ -107,6 +107,7 @@ class LiveRun:
     def result(self) -> dict:
         """The `compare --json` object of this run, plus what the page adds: preset, request, engines, why."""
         out = self.comparison.as_dict()
+        out["run_id"] = self.comparison.run_id  # numbered on the engine pair in the order runs start
         out["preset"] = self.preset.name
         out["request"] = {"max_tokens": self.request.max_tokens, "temperature": self.request.temperature}
         out["engines"] = self.engines

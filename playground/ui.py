@@ -162,6 +162,9 @@ def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr
         page.c["poll_key"] = gr.State(None)
         _wire_status(demo, page, manager, settings)
         _wire_run(page, manager, registry, history_dir, settings)
+    # Gradio copies a file a handler returns only from the working directory, the temp directory or an
+    # allowed path: the cache may be elsewhere (PLAYGROUND_CACHE=/data, or a .cache that is a symlink)
+    demo.playground_file_dirs = [history_dir]
     return demo
 
 
@@ -318,15 +321,17 @@ def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, setti
         yield fail(failure)
         return
     error = live.comparison.finished.error
-    if error:
-        manager.reload_if_dead()
+    # after every run, not only a failed one: an engine that died after its part of the run (or between
+    # runs) is reloaded now, so the next visitor gets "not ready" rather than a failed run
+    reloading = manager.reload_if_dead()
     number = (history[-1]["run"] + 1) if history else 1
     history = (history + [live.history_row(number)])[-settings.history_rows:]
     # one file per session, overwritten each run; named from a hash, not from the session id itself
     path = os.path.join(history_dir, f"history-{hashlib.sha256(session.encode()).hexdigest()[:16]}.csv")
     history_table(history).to_csv(path, index=False)
     replayable = live.replayable
-    message = (f"An engine failed during the run: {error}. The engines are being reloaded." if error else
+    reload_note = " Both engines are being reloaded; Run is enabled again once they are ready." if reloading else ""
+    message = (f"The run stopped: {error}.{reload_note}" if error else
                f"The run was stopped at this page's limit of {settings.max_run_seconds:g} seconds." if timed_out
                else None)
     yield {**live.final(manager.sampler, history, path, scrub(message) if message else None),
@@ -359,4 +364,5 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                        prevent_thread_lock=not block, show_error=True, footer_links=["api"],
-                       theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs)
+                       theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs,
+                       allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)

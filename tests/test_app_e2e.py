@@ -26,6 +26,18 @@ def run(client, prompt, max_tokens=48, temperature=0.0, schedule="sequential") -
     return dict(zip(OUTPUTS, out))
 
 
+def _wait_streaming(job, pane: str, tokens: int = 3, timeout: float = 120.0) -> None:
+    """Until the run's `pane` (pane_b, pane_s) shows at least `tokens` tokens."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        updates = job.outputs()
+        streamed = re.search(r">(\d+) tokens ·", str(updates[-1][OUTPUTS.index(pane)])) if updates else None
+        if streamed and int(streamed.group(1)) >= tokens:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the run never streamed {tokens} tokens into {pane}")
+
+
 def test_status_ready(app):
     status = app.client().predict(api_name="/status")
     assert status["state"] == "ready" and status["preset"] == "smollm2-ngram"
@@ -88,15 +100,7 @@ def test_bad_inputs_show_a_message_and_engines_keep_serving(app):
 def test_stop_during_run_then_both_engines_serve_the_next_run(app):
     client = app.client()
     job = client.submit(STORY, 900, 0.0, "concurrent", api_name="/run")
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # wait until tokens are streaming
-        updates = job.outputs()
-        streamed = re.search(r">(\d+) tokens ·", str(updates[-1][OUTPUTS.index("pane_b")])) if updates else None
-        if streamed and int(streamed.group(1)) >= 3:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("the run never started streaming")
+    _wait_streaming(job, "pane_b")
     client.predict(api_name="/stop")
     out = dict(zip(OUTPUTS, job.result(timeout=120)))
     result = out["result"]
@@ -122,6 +126,31 @@ def test_two_users_at_once_are_served_one_after_the_other(app):
     assert set(results) == {"a", "b"}
     assert results["a"]["identical"] and results["b"]["identical"]
     assert results["a"]["baseline"]["token_ids"] == results["b"]["baseline"]["token_ids"]
+
+
+def test_visitors_at_once_are_served_in_order_with_their_own_outputs(app):
+    """The load test's small version (scripts/load_test.py runs 50): four visitors press Run at nearly the
+    same moment, each with its own prompt. No error, every output (both engines') equals that prompt run
+    alone, and the runs start in the order the visitors joined the queue, one at a time."""
+    from playground import visitors
+
+    prompts = visitors.visitor_prompts(4)
+    alone = visitors.client(app.url)
+    solo = visitors.solo_runs(alone, prompts, 8)
+    visitors.close_client(alone)
+    assert len({tuple(s["baseline"]) for s in solo.values()}) == 4  # distinct: a mixed-up stream would show
+    crowd = visitors.Visitors(app.url, prompts, 8)
+    try:
+        crowd.connect()
+        crowd.start()
+        crowd.watch(time.time() + 300)
+    finally:
+        crowd.close()
+    summary = visitors.summary(crowd.visits, solo, joins_ordered=True)
+    assert summary["errors"] == 0 and summary["equal_to_solo"] == 4, summary
+    assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
+    assert summary["fifo"]["runs_on_engines"] == 4  # judged on the page's own run numbers
+    assert all(v.first_token_at >= v.started_at >= v.clicked_at for v in crowd.visits)
 
 
 def _wait_for(client, preset, timeout=300.0) -> dict:
@@ -162,23 +191,28 @@ def test_switching_presets_reloads_only_the_speculative_engine_and_runs(app):
         assert _wait_for(client, "smollm2-ngram")["state"] == "ready"
 
 
-def test_killed_baseline_engine_is_reported_and_both_engines_come_back(app):
+@pytest.mark.parametrize("role", ["baseline", "speculative"])
+def test_killed_engine_is_reported_and_both_engines_come_back(app, role):
     import os
     import signal
 
+    other = "speculative" if role == "baseline" else "baseline"
     client = app.client()
-    baseline_core = engine_core_pids(app.proc)[0]  # the older engine core: the baseline
+    cores_before = engine_core_pids(app.proc)  # oldest first: the baseline engine starts first
+    assert len(cores_before) == 2
     job = client.submit(STORY, 600, 0.0, "concurrent", api_name="/run")
-    time.sleep(3)
-    os.kill(baseline_core, signal.SIGKILL)
-    out = dict(zip(OUTPUTS, job.result(timeout=120)))
-    assert "engine failed" in out["error"] and "reloaded" in out["error"]
-    # the speculative engine was stopped with it, not left generating to max tokens
-    assert len(out["result"]["speculative"]["token_ids"]) < 600
+    _wait_streaming(job, "pane_b" if role == "baseline" else "pane_s")
+    os.kill(cores_before[0 if role == "baseline" else 1], signal.SIGKILL)
+    out = dict(zip(OUTPUTS, job.result(timeout=120)))  # an answer, not a hang
+    assert f"the {role} engine failed" in out["error"] and "reloaded" in out["error"]
+    assert "stack trace" not in out["error"]  # nothing that points at a log visitors can't see
+    # the other engine was stopped with it, not left generating to max tokens
+    assert len(out["result"][other]["token_ids"]) < 600
     status = _wait_for(client, "smollm2-ngram", timeout=400)
     assert status["state"] == "ready", status
+    assert app.proc.poll() is None  # the same app brought them back
     cores = engine_core_pids(app.proc)
-    assert len(cores) == 2 and baseline_core not in cores  # both engines are new
+    assert len(cores) == 2 and not set(cores) & set(cores_before)  # both engines are new
     again = run(client, REWRITE, max_tokens=32)["result"]
     assert again["identical"] is True and len(again["baseline"]["token_ids"]) > 5
 

@@ -7,6 +7,7 @@ exit, so the e2e and browser tests share one engine start (~40-80 s on a CPU).
 from __future__ import annotations
 
 import atexit
+import itertools
 import os
 import socket
 import subprocess
@@ -73,6 +74,7 @@ class FakePair:
         self.engines = {BASELINE: FakeEngine(), SPECULATIVE: FakeEngine()}
         self.status = None
         self.step_delay = step_delay
+        self._runs = itertools.count()  # run ids in the order runs start, as EnginePair gives them
 
     def start(self, progress=None):
         for i in range(4):
@@ -85,6 +87,8 @@ class FakePair:
         for event in self.events_for(request):
             if cancel is not None and cancel.is_set() and not isinstance(event, RunFinished):
                 continue
+            if isinstance(event, RunStarted):
+                event = RunStarted(f"run-{next(self._runs)}", event.prompt_token_ids, event.schedule)
             if isinstance(event, StepEvent):
                 time.sleep(self.step_delay)
                 event = StepEvent(event.engine, event.step, event.token_ids, event.text, time.monotonic(),
