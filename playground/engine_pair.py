@@ -36,7 +36,8 @@ class _EngineFailed(RuntimeError):
     """One engine's stream failed mid-run (its process died, most often): the message names the engine."""
 
     def __init__(self, role: str, exc: Exception):
-        detail = str(exc).split(" See stack trace")[0]  # vLLM points at a log the page's visitors can't see
+        # vLLM points at a log the page's visitors can't see
+        detail = str(exc).split(" See stack trace")[0].strip().rstrip(".")
         super().__init__(f"the {role} engine failed ({type(exc).__name__}: {detail})")
 
 

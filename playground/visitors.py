@@ -182,16 +182,17 @@ class Visitors:
         """Every visitor presses Run, in order. `spacing_s` None: each once the page has accepted the
         previous one's run into its queue (the order is certain, but on a busy page joining takes a while);
         otherwise one every `spacing_s` seconds without waiting, so all of them are queued at once."""
-        for v in self.visits:
+        for i, v in enumerate(self.visits):
             v.clicked_at = time.time()
             v.job = v.client.submit(v.prompt, self.max_tokens, 0.0, self.schedule, api_name="/run")
-            if spacing_s is not None:
-                time.sleep(max(0.0, v.clicked_at + spacing_s - time.time()))
-                continue
-            deadline = time.time() + join_timeout_s
-            while not _joined(v) and not v.job.done() and time.time() < deadline:
+            deadline = v.clicked_at + (spacing_s if spacing_s is not None else join_timeout_s)
+            while time.time() < deadline:
+                for w in self.visits[:i + 1]:
+                    if w.joined_at is None and _joined(w):
+                        w.joined_at = time.time()
+                if spacing_s is None and (v.joined_at is not None or v.job.done()):
+                    break
                 time.sleep(0.002)
-            v.joined_at = time.time()
 
     def watch(self, deadline: float, on_tick=None, poll_s: float = 0.02) -> None:
         """Follow every run until all are done or `deadline` (time.time()); unfinished ones get an

@@ -82,6 +82,13 @@ def main(argv=None) -> int:
     log = open(log_path, "w")
     app = start_app(args, log)
     report["app_pid"] = app.pid
+    # The visitors stand for browsers on other machines: on a small shared host, keep this process from
+    # being starved by the engines (their workers busy-wait between steps), or its clicks and clocks lag.
+    # The app keeps its normal priority (it was started before this).
+    try:
+        report["visitors_nice"] = os.nice(-10)
+    except OSError:
+        report["visitors_nice"] = os.nice(0)
     try:
         run_test(args, app, report)
     except Exception as exc:  # still stop the app and write what was measured
