@@ -104,7 +104,9 @@ def _request(args, preset):
     )
 
 
-def cmd_compare(args) -> int:
+def cmd_compare(args, pair=None) -> int:
+    """Start the preset's pair, compare one prompt, shut it down. With `pair` (started, this preset's; tests
+    and embedding), compare on that one instead and leave it running."""
     from playground.comparison import Comparison
     from playground.engine import PromptError
     from playground.engine_pair import pair_for_preset
@@ -119,9 +121,13 @@ def cmd_compare(args) -> int:
         raise SystemExit(f"{preset.name} can't run here: {where.reason}")
     request = _request(args, preset)
     log = (lambda msg: print(msg, file=sys.stderr)) if args.json else print
-    pair = pair_for_preset(preset, log=log)
+    own = pair is None
+    if not own and getattr(pair.preset, "name", None) != preset.name:
+        raise SystemExit(f"compare: the pair given runs {getattr(pair.preset, 'name', '?')}, not {preset.name}")
+    pair = pair_for_preset(preset, log=log) if own else pair
     try:
-        pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
+        if own:
+            pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
         comparison = Comparison(decode=pair.engines[BASELINE].decode,
                                 num_speculative_tokens=preset.num_speculative_tokens)
         try:
@@ -139,7 +145,8 @@ def cmd_compare(args) -> int:
         else:
             print(format_report(result))
     finally:
-        pair.shutdown()
+        if own:
+            pair.shutdown()
     return 0 if not result.get("error") else 1
 
 
@@ -149,7 +156,9 @@ def cmd_plan(args) -> int:
     return run_cli(args)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, pair=None) -> int:
+    """The command line. `pair`: an already started EnginePair for `compare` and `bench` to run on instead of
+    starting (and stopping) their own (tests, embedding); it must run the preset asked for."""
     import os
 
     # vLLM's INFO logs drown the report; VLLM_LOGGING_LEVEL=INFO brings them back.
@@ -171,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "bench":
             from playground.bench_cli import run_cli
 
-            return run_cli(args)
-        return cmd_compare(args)
+            return run_cli(args, pair=pair)
+        return cmd_compare(args, pair=pair)
     except (PresetError, OfflineModelError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

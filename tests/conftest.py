@@ -1,7 +1,10 @@
-"""Test set-up: real vLLM CPU engines on the offline model, one pair alive at a time.
+"""Test set-up: real vLLM CPU engines on the offline model, one set of engines alive at a time.
 
-Engines take 30-90 s to start on a small CPU, so each preset's pair is started once per test session
-(and the previous one shut down first: two pairs would fight over the same cores).
+Engines take 30-90 s to start on a small CPU, so the suite is ordered to start as few as possible (see
+`pytest_collection_modifyitems`): first every test that needs no engines, then the tests on the real app
+server (`app`: `python app.py`, one server for the session), then the tests on an in-process pair
+(`ngram_pair`, `layerskip_pair`, `self_draft_pair`), grouped by preset. The three smollm2 presets share their
+target, so the pool moves from one to the next by replacing only the speculative engine, as the page does.
 """
 
 import os
@@ -16,37 +19,76 @@ os.environ.setdefault("GRADIO_TEMP_DIR", os.path.join(os.path.dirname(__file__),
 
 import pytest  # noqa: E402
 
+# The in-process pair's presets, in the order the suite visits them (each after the first: one engine swap).
+PAIR_FIXTURES = {"ngram_pair": "smollm2-ngram", "layerskip_pair": "smollm2-layerskip-draft",
+                 "self_draft_pair": "smollm2-self-draft"}
+
 
 class PairPool:
+    """The session's in-process pair. Asking for another preset with the same target swaps only the
+    speculative engine (`switch_in_place`, the page's own switch); otherwise the old pair is shut down and
+    a new one started. The shared app server is stopped first: two sets of engines would fight for the cores.
+    What is loaded is read off the pair itself, so a test that swapped an engine (a bench's k) can't fool it."""
+
     def __init__(self):
-        self.name = None
         self.pair = None
 
     def get(self, preset_name: str):
-        from playground.engine_pair import pair_for_preset
+        from playground.engine_pair import pair_for_preset, switch_in_place
         from playground.presets import get_preset
+        from tests.ui_fixtures import stop_shared_app
 
-        if self.name != preset_name:
-            self.close()
-            from tests.ui_fixtures import stop_shared_app
-
-            stop_shared_app()
-            pair = pair_for_preset(get_preset(preset_name))
+        preset = get_preset(preset_name)
+        if self.pair is not None and self.pair.ready and self.pair.preset == preset:
+            return self.pair
+        stop_shared_app()
+        if self.pair is not None and self.pair.ready:
+            try:
+                if switch_in_place(self.pair, preset):
+                    return self.pair
+            except Exception:
+                self.close()
+                raise
+        self.close()
+        pair = pair_for_preset(preset)
+        try:
             pair.start()
-            self.name, self.pair = preset_name, pair
-        return self.pair
+        except Exception:
+            pair.shutdown()
+            raise
+        self.pair = pair
+        return pair
 
     def close(self):
         if self.pair is not None:
             self.pair.shutdown()
-        self.name = self.pair = None
+        self.pair = None
+
+
+_POOL = PairPool()
 
 
 @pytest.fixture(scope="session")
 def pair_pool():
-    pool = PairPool()
-    yield pool
-    pool.close()
+    yield _POOL
+    _POOL.close()
+
+
+# Function-scoped on purpose: the pool's pair object stays the same across a swap, so a test asks for its
+# preset each time (free when it is already loaded) and can never run on another preset's engine.
+@pytest.fixture
+def ngram_pair(pair_pool):
+    return pair_pool.get("smollm2-ngram")
+
+
+@pytest.fixture
+def layerskip_pair(pair_pool):
+    return pair_pool.get("smollm2-layerskip-draft")
+
+
+@pytest.fixture
+def self_draft_pair(pair_pool):
+    return pair_pool.get("smollm2-self-draft")
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +98,43 @@ def app(pair_pool):
 
     pair_pool.close()  # one set of engines on the cores at a time
     return shared_app()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "order(n): position within the test's group (default 0, file order among "
+                                       "equals): the app-server tests that reload or switch its engines, and the "
+                                       "pair test that shuts the pool down, go after the others")
+    config.addinivalue_line("markers", "own_engines: an engine-free-group test that starts engines of its own "
+                                       "(runs first, before the app server starts loading in the background)")
+
+
+def suite_order(item) -> tuple:
+    """(group, preset, position): the engine-free tests, then the app server's, then the in-process pair's,
+    preset by preset in PAIR_FIXTURES' order."""
+    names = set(getattr(item, "fixturenames", ()))
+    marker = item.get_closest_marker("order")
+    position = marker.args[0] if marker else 0
+    if "app" in names:
+        return 1, 0, position
+    presets = [i for i, name in enumerate(PAIR_FIXTURES) if name in names]
+    if presets:
+        return 2, max(presets), position
+    if "pair_pool" in names:
+        return 2, len(PAIR_FIXTURES), position
+    return 0, 0, -1 if item.get_closest_marker("own_engines") else position
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items.sort(key=suite_order)  # stable: file order among equal keys
+    config._playground_needs_app = any(suite_order(item)[0] == 1 for item in items)
+
+
+def pytest_runtest_setup(item):
+    # The app server's engines take minutes to load, one core at a time: start it as soon as the tests that
+    # start engines of their own are done, and let the engine-free tests run meanwhile.
+    if getattr(item.config, "_playground_needs_app", False) and suite_order(item)[:1] == (0,) \
+            and not item.get_closest_marker("own_engines"):
+        from tests.ui_fixtures import start_shared_app
+
+        item.config._playground_needs_app = False  # once
+        start_shared_app()

@@ -11,12 +11,15 @@ import time
 
 import pytest
 
+from tests.checks import check_draft_model_statistics
+from tests.prompts import PROMPTS
 from tests.ui_fixtures import ROOT, engine_core_pids
 
 
 from playground.live_run import API_OUTPUTS as OUTPUTS  # what /run returns, by name
 REWRITE = ("Rewrite this sentence in the passive voice: The committee approved the new budget on Monday, and "
            "the mayor signed it the next day.")
+LAYERSKIP_MAX_TOKENS = 64
 STORY = "Write a long story about a lighthouse keeper who talks to the sea. Make it at least ten paragraphs."
 
 
@@ -153,6 +156,12 @@ def test_visitors_at_once_are_served_in_order_with_their_own_outputs(app):
     assert all(v.first_token_at >= v.started_at >= v.clicked_at for v in crowd.visits)
 
 
+def _switch_to(client, preset) -> None:
+    """Load `preset` unless the app runs it already (then the page's switch is a no-op)."""
+    client.predict(preset, api_name="/switch_preset")
+    assert _wait_for(client, preset)["state"] == "ready"
+
+
 def _wait_for(client, preset, timeout=300.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -163,6 +172,7 @@ def _wait_for(client, preset, timeout=300.0) -> dict:
     raise AssertionError(f"{preset} not ready after {timeout} s: {status}")
 
 
+@pytest.mark.order(2)  # after the tests on smollm2-ngram; it leaves the app on smollm2-layerskip-draft
 def test_switching_presets_reloads_only_the_speculative_engine_and_runs(app):
     client = app.client()
     try:  # the page offers only a dropdown; through the API, Gradio or the manager refuses with a message
@@ -174,23 +184,38 @@ def test_switching_presets_reloads_only_the_speculative_engine_and_runs(app):
     assert before["preset"] == "smollm2-ngram" and before["state"] == "ready"
     cores_before = engine_core_pids(app.proc)
     assert len(cores_before) == 2
-    try:
-        client.predict("smollm2-self-draft", api_name="/switch_preset")
-        status = _wait_for(client, "smollm2-self-draft")
-        assert status["state"] == "ready", status
-        # the same target: the baseline engine stayed, only the speculative one was replaced
-        cores_after = engine_core_pids(app.proc)
-        assert cores_after[0] == cores_before[0] and cores_after[1] not in cores_before
-        out = run(client, "Give me three tips for sleeping better.", max_tokens=32)
-        result = out["result"]
-        assert result["identical"] is True
-        assert result["speculative"]["acceptance_rate"] >= 0.95  # the target drafting for itself
-        assert "draft_model" in out["pane_s"]
-    finally:
-        client.predict("smollm2-ngram", api_name="/switch_preset")
-        assert _wait_for(client, "smollm2-ngram")["state"] == "ready"
+    # No switch back: test_browser's losing run, the app's last test, runs on this preset.
+    client.predict("smollm2-layerskip-draft", api_name="/switch_preset")
+    status = _wait_for(client, "smollm2-layerskip-draft")
+    assert status["state"] == "ready", status
+    # the same target: the baseline engine stayed, only the speculative one was replaced
+    cores_after = engine_core_pids(app.proc)
+    assert cores_after[0] == cores_before[0] and cores_after[1] not in cores_before
+    out = run(client, "Give me three tips for sleeping better.", max_tokens=32)
+    result = out["result"]
+    assert result["identical"] is True
+    # the new speculative engine runs: a draft model with k=3, accepting part of its drafts
+    assert result["engines"]["speculative"]["num_speculative_tokens"] == 3
+    assert 0 < result["speculative"]["acceptance_rate"] < 1 and len(result["speculative"]["accepted_per_position"]) == 3
+    assert "draft_model" in out["pane_s"]
 
 
+@pytest.mark.order(2)  # after the switch above: the app already runs smollm2-layerskip-draft
+@pytest.mark.parametrize("prompt_name", list(PROMPTS))
+def test_layerskip_draft_outputs_identical_and_counters_match_chunks(app, prompt_name):
+    """A draft model (k=3, partial acceptance) on real engines, through the page: identity at T=0, and the
+    engine's counters agree with the chunk sizes the page recorded (in-process: test_engines.py's ngram tests)."""
+    client = app.client()
+    _switch_to(client, "smollm2-layerskip-draft")  # a no-op after the switch test
+    out = run(client, PROMPTS[prompt_name], max_tokens=LAYERSKIP_MAX_TOKENS, schedule="concurrent")
+    result = out["result"]
+    assert out["error"] == "" and result["identical"], result.get("divergence_context")
+    assert result["baseline"]["text"] == result["speculative"]["text"] and result["baseline"]["text"].strip()
+    assert result["engines"]["speculative"]["num_speculative_tokens"] == 3
+    check_draft_model_statistics(result, k=3, max_tokens=LAYERSKIP_MAX_TOKENS)
+
+
+@pytest.mark.order(1)  # after the tests that only run (it reloads both engines), before the switches
 @pytest.mark.parametrize("role", ["baseline", "speculative"])
 def test_killed_engine_is_reported_and_both_engines_come_back(app, role):
     import os
@@ -217,6 +242,7 @@ def test_killed_engine_is_reported_and_both_engines_come_back(app, role):
     assert again["identical"] is True and len(again["baseline"]["token_ids"]) > 5
 
 
+@pytest.mark.own_engines  # before the app server starts loading in the background
 def test_sigterm_while_loading_leaves_no_engine_process():
     import os
     import subprocess

@@ -280,18 +280,70 @@ def test_page_has_a_bench_tab_that_declines_while_a_comparison_holds_the_engines
     manager.shutdown()
 
 
+# -- the bench's engine swaps, without engines -------------------------------------------------------------
+class RecordingPair:
+    """Stands in for a started pair in the bench's own bookkeeping: each speculative swap is recorded and every
+    batch answered with synthetic traces. (The swap itself on real engines: test_real_bench_on_the_cpu.)"""
+
+    def __init__(self, preset, fail_at_k=None):
+        self.preset, self.fail_at_k, self.swaps = preset, fail_at_k, []
+        self.engines = {BASELINE: object(), SPECULATIVE: object()}
+
+    def swap_speculative(self, settings, preset=None, progress=None):
+        self.swaps.append(settings.engine_args["speculative_config"]["num_speculative_tokens"])
+        self.engines[SPECULATIVE], self.preset = object(), preset or self.preset
+
+    def engine_info(self):
+        return {BASELINE: {}, SPECULATIVE: {"num_speculative_tokens": self.preset.num_speculative_tokens}}
+
+    def run_batch(self, role, requests, concurrency, cancel=None):
+        k = self.preset.num_speculative_tokens
+        if role == SPECULATIVE and k == self.fail_at_k:
+            raise RuntimeError("the engine died")
+        if role == BASELINE:
+            return batch(role, [trace(role, [1] * 9, 0.05) for _ in requests])
+        return batch(role, [trace(role, [1, 3, 2, 3], 0.06) for _ in requests],
+                     SpecDecodeCounters(3, 3 * k, 5, tuple([3, 2] + [0] * (k - 2))))
+
+
+def test_bench_swaps_each_k_once_and_restores_the_presets_engine():
+    preset = get_preset("smollm2-ngram")  # k=4
+    settings = BenchSettings(preset.name, workloads=("rewrite",), n=1, k=(2, 4, 3), temperature=(0.0,), max_tokens=8)
+    prompts = load_prompts(settings, preset)
+    cpu = Hardware(0, None, (0, 1))
+
+    pair = RecordingPair(preset)  # the page and `bench` on a given pair: put the preset's own engine back
+    bench = BenchRun(pair, preset, settings, prompts, cpu, restore=True)
+    steps = list(bench.run())
+    assert pair.swaps == [2, 3, 4] and pair.preset == preset  # the loaded k first, each other k once, then back
+    assert steps[-1].message == "finished" and steps[-1].done == bench.plan.units and bench.plan.restarts == 3
+    assert [r["k"] for r in bench.rows] == [4, 2, 3]
+
+    pair = RecordingPair(preset)  # a pair of the bench's own, shut down after: no restore
+    list(BenchRun(pair, preset, settings, prompts, cpu, restore=False).run())
+    assert pair.swaps == [2, 3] and pair.preset.num_speculative_tokens == 3
+
+    pair = RecordingPair(preset, fail_at_k=2)  # failed half-way: the preset's engine goes back all the same
+    with pytest.raises(RuntimeError, match="died"):
+        list(BenchRun(pair, preset, settings, prompts, cpu, restore=True).run())
+    assert pair.swaps == [2, 4] and pair.preset == preset
+
+
 # -- real engines --------------------------------------------------------------------------------------------
-def test_real_bench_on_the_cpu(pair_pool):
-    """smollm2-ngram: 2 rewrite prompts, k 2 and 4, concurrency 1 and 2, T=0: the table's invariants."""
+@pytest.mark.order(1)  # the last test on smollm2-ngram: it leaves the k=2 engine loaded (no restore)
+def test_real_bench_on_the_cpu(ngram_pair):
+    """smollm2-ngram: 2 rewrite prompts, k 4 and 2, concurrency 1 and 2, T=0: the table's invariants. Without
+    restore (as `bench` on a pair of its own): the swap back is test_bench_swaps_each_k_once_and_restores..."""
     from playground.hardware import detect
 
     preset = get_preset("smollm2-ngram")
-    pair = pair_pool.get(preset.name)
+    pair = ngram_pair
     settings = BenchSettings(preset.name, workloads=("rewrite",), n=2, concurrency=(1, 2), k=(2, 4),
                              temperature=(0.0,), max_tokens=24)
-    bench = BenchRun(pair, preset, settings, load_prompts(settings, preset), detect(), restore=True)
+    bench = BenchRun(pair, preset, settings, load_prompts(settings, preset), detect(), restore=False)
     steps = list(bench.run())
     assert steps[-1].message == "finished" and steps[-1].done == steps[-1].total == bench.plan.units
+    assert bench.plan.restarts == 1  # the loaded k=4 first, then one swap to k=2
     rows = bench.rows
     keys = [(r["workload"], r["temperature"], r["concurrency"], r["k"]) for r in rows]
     assert sorted(keys) == sorted(("rewrite", 0.0, c, k) for c in (1, 2) for k in (2, 4))  # one row per setting
@@ -302,25 +354,29 @@ def test_real_bench_on_the_cpu(pair_pool):
         assert r["identical"] == r["requests"] == 2  # greedy: speculation changes nothing
         assert r["tokens_baseline"] == r["tokens_speculative"] > 0
         assert r["tokens_per_step_baseline"] == 1.0  # no speculation: one token a step
-    assert pair.engines[SPECULATIVE].info()["num_speculative_tokens"] == 4  # the preset's own engine is back
-    assert set(bench.engines) == {"k=4", "k=2"}
+    # the engines as vLLM resolved them while each k was measured, and the swapped one still loaded
+    assert {label: info[SPECULATIVE]["num_speculative_tokens"] for label, info in bench.engines.items()} == {
+        "k=4": 4, "k=2": 2}
+    assert pair.engines[SPECULATIVE].info()["num_speculative_tokens"] == 2
     result = bench.result()
     assert {(a["workload"], a["concurrency"]) for a in result["advice"]} == {("rewrite", 1), ("rewrite", 2)}
     assert all(a["sentence"] for a in result["advice"])
 
 
-def test_bench_command_end_to_end(pair_pool, tmp_path):
-    pair_pool.close()  # one set of engines on the cores at a time
+def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
+    """`bench` as the command runs it (arguments, progress, files, JSON on stdout), on the session's pair
+    (so no second engine start)."""
+    from playground.cli import main
+
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "playground", "bench", "--preset", "smollm2-ngram", "--workloads", "rewrite,code",
-           "--n", "1", "--temperature", "0,0.5", "--max-tokens", "16", "--out", str(out), "--json"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PLAYGROUND_FORCE_CPU="1")
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
-    assert "] 8/8 100%" in done.stderr  # the progress bar: 4 baseline and 4 speculative batches, no restart
+    assert main(["bench", "--preset", "smollm2-ngram", "--workloads", "rewrite,code", "--n", "1",
+                 "--temperature", "0,0.5", "--max-tokens", "16", "--out", str(out), "--json"], pair=ngram_pair) == 0
+    printed = capsys.readouterr()
+    result = json.loads(printed.out)
+    assert "] 8/8 100%" in printed.err  # the progress bar: 4 baseline and 4 speculative batches, no restart
     rows = {(r["workload"], r["temperature"]) for r in result["rows"]}
     assert rows == {("rewrite", 0.0), ("rewrite", 0.5), ("code", 0.0), ("code", 0.5)}
+    assert all(r["identical"] == 1 for r in result["rows"] if r["temperature"] == 0)
     with open(out / "bench.csv") as f:
         table = list(csv.DictReader(f))
     assert {(r["workload"], float(r["temperature"])) for r in table} == rows

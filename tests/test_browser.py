@@ -23,14 +23,15 @@ assert os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER), \
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 XSS_PROMPT = ("Repeat the following text exactly, character for character, and nothing else:\n"
               "<script>window.__pwned=1</script> <img src=x onerror=\"window.__pwned=2\">")
 
 
-@pytest.fixture(scope="module")
-def browser():
+@pytest.fixture(scope="module")  # quits between this module's tests on ngram and its last one: no chromium
+def browser():                    # drawing the page while test_app_e2e reloads and switches the engines
     profile = tempfile.mkdtemp(prefix="playground-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -65,6 +66,15 @@ def set_prompt(driver, text: str) -> None:
     box = driver.find_element(By.CSS_SELECTOR, "#prompt textarea")
     box.clear()
     box.send_keys(text)
+
+
+def set_max_tokens(driver, n: int) -> None:
+    """Type into the Max tokens slider's number box, as a visitor would."""
+    box = driver.find_element(By.CSS_SELECTOR, "#max-tokens input[type=number]")
+    box.clear()
+    box.send_keys(str(n), Keys.TAB)
+    WebDriverWait(driver, 10).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#max-tokens input[type=range]").get_attribute("value") == str(n))
 
 
 VERDICTS = ("Identical", "Diverged", "Stopped", "failed")
@@ -149,7 +159,7 @@ def _explanation(page) -> tuple[str, list]:
             page.find_elements(By.CSS_SELECTOR, "#explain .factor"))
 
 
-def test_explanation_after_a_winning_and_a_losing_run(page, app):
+def test_explanation_after_a_winning_run(page):
     from playground.inputs import EXAMPLES
 
     # n-gram on the rewrite example: the answer copies the prompt (1.7-1.9x measured on this CPU)
@@ -163,12 +173,19 @@ def test_explanation_after_a_winning_and_a_losing_run(page, app):
     assert "speculative: async scheduling off" in page.find_element(By.CSS_SELECTOR, "#explain .async").text
     assert "Where smollm2-ngram pays on a CPU" in page.find_element(By.CSS_SELECTOR, "#explain").text
     screenshot(page, "explain_winning.png")
+
+
+@pytest.mark.order(3)  # the app's last test: after test_app_e2e's switch to this preset (then a no-op here)
+def test_explanation_after_a_losing_run(page, app):
+    from playground.inputs import EXAMPLES
+
     # the layer-skipped draft costs most of a target step per pass: a loss (0.5-0.7x measured)
-    # (the app's last test: it stays on this preset, and the engine tests that follow stop the app)
     _switch(app, "smollm2-layerskip-draft")
     page.refresh()
-    WebDriverWait(page, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run"))
+    WebDriverWait(page, 120).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run")
+                                   and d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
     set_prompt(page, EXAMPLES["chat"])
+    set_max_tokens(page, 48)  # the chat answer runs to max tokens: a third of the default is plenty for a loss
     run_and_wait(page)
     sentence, factors = _explanation(page)
     assert sentence.startswith(("Steps are too expensive", "Both factors lose")), sentence

@@ -9,6 +9,7 @@ from playground.comparison import Comparison
 from playground.engine import EngineStartError, EngineSettings, PromptError
 from playground.engine_pair import EnginePair
 from playground.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, StepEvent
+from tests.checks import check_statistics
 from tests.prompts import PROMPTS
 
 MAX_TOKENS = 64
@@ -22,27 +23,9 @@ def _compare(pair, prompt, max_tokens=MAX_TOKENS, schedule="concurrent", **kw):
 
 
 def _check_statistics(c: Comparison, k: int):
-    spec, counters = c.speculative, c.counters
-    # every streamed chunk is one engine step; chunks add up to the output
-    assert sum(spec.step_sizes) == len(spec.token_ids) > 0
-    assert sum(c.baseline.step_sizes) == len(c.baseline.token_ids)
-    assert all(size == 1 for size in c.baseline.step_sizes)  # no speculation, one token a step
-    assert all(1 <= size <= k + 1 for size in spec.step_sizes)
-    assert counters.num_accepted_tokens <= counters.num_draft_tokens <= k * counters.num_drafts
-    assert sum(counters.accepted_per_position) == counters.num_accepted_tokens
-    assert list(counters.accepted_per_position) == sorted(counters.accepted_per_position, reverse=True)
-    # accepted tokens read off the chunks (size - 1 per decode step) match the engine's counter; the
-    # last step may have accepted drafts that max_tokens or EOS cut from the output
-    from_chunks = sum(c.speculative.accepted_per_step())
-    assert from_chunks <= counters.num_accepted_tokens <= from_chunks + k
-    if spec.finish_reason == "length" and len(spec.token_ids) < MAX_TOKENS:
-        pytest.fail("length finish before max tokens")
+    from_chunks = check_statistics(c.as_dict(), k, MAX_TOKENS)
+    assert sum(c.speculative.accepted_per_step()) == from_chunks
     return from_chunks
-
-
-@pytest.fixture(scope="module")
-def ngram_pair(pair_pool):
-    return pair_pool.get("smollm2-ngram")
 
 
 @pytest.mark.parametrize("prompt_name", list(PROMPTS))
@@ -130,31 +113,18 @@ def test_first_event_carries_the_prompt_both_engines_got(ngram_pair):
     assert {e.engine for e in events if isinstance(e, StepEvent)} == {BASELINE, SPECULATIVE}
 
 
-@pytest.mark.parametrize("prompt_name", list(PROMPTS))
-def test_layerskip_draft_outputs_identical_and_counters_match_chunks(pair_pool, prompt_name):
-    pair = pair_pool.get("smollm2-layerskip-draft")
-    c = _compare(pair, PROMPTS[prompt_name])
-    assert c.identical, c.as_dict().get("divergence_context")
-    from_chunks = _check_statistics(c, k=3)
-    counters = c.counters
-    # a draft model drafts every decode step, so the mean acceptance length read off the chunk sizes is the
-    # engine's 1 + accepted / drafts (up to the last step, which output truncation may cut)
-    decode_steps = len(c.speculative.step_sizes) - 1
-    assert decode_steps <= counters.num_drafts <= decode_steps + 1
-    assert counters.num_draft_tokens == 3 * counters.num_drafts
-    chunks_mal = 1 + from_chunks / decode_steps
-    assert abs(chunks_mal - counters.mean_acceptance_length) < 0.25, (chunks_mal, counters)
-    assert 0 < counters.acceptance_rate < 1  # a real, imperfect draft
+# smollm2-layerskip-draft (a draft model with partial acceptance): its identity and counter tests run on the page
+# (test_app_e2e.py), which loads that preset anyway for its switch and losing-run tests: one engine start less.
 
 
-def test_self_draft_accepts_nearly_everything(pair_pool):
-    pair = pair_pool.get("smollm2-self-draft")
-    c = _compare(pair, PROMPTS["chat-advice"], max_tokens=48, ignore_eos=True)
+def test_self_draft_accepts_nearly_everything(self_draft_pair):
+    c = _compare(self_draft_pair, PROMPTS["chat-advice"], max_tokens=48, ignore_eos=True)
     assert c.identical
     assert c.counters.acceptance_rate >= 0.95
     assert c.as_dict()["speculative"]["mean_acceptance_length"] >= 4.5  # k=4: up to 5 tokens a step
 
 
+@pytest.mark.own_engines  # before the app server starts loading in the background
 def test_missing_model_names_the_engine():
     settings = EngineSettings(BASELINE, {"model": "/nonexistent/model-folder", "dtype": "float32",
                                          "max_model_len": 256}, {})
@@ -167,36 +137,47 @@ def test_missing_model_names_the_engine():
         pair.shutdown()
 
 
-def test_shutdown_leaves_no_engine_process_behind(pair_pool):
+@pytest.mark.order(1)  # the pool's last pair: every test on it has run
+def test_shutdown_leaves_no_engine_process_behind(pair_pool, self_draft_pair):
     import time
 
     import psutil
 
-    pair = pair_pool.get("smollm2-self-draft")
+    pair = self_draft_pair
     pids = [pid for role_pids in pair.process_ids().values() for pid in role_pids]
-    assert len(pids) >= 2
+    # what the engines started: cores and workers (the first start in a process also spawns multiprocessing's
+    # resource tracker, which serves the whole process and is no engine's)
+    engine_pids = [p for p in pids if psutil.pid_exists(p) and "resource_tracker" not in " ".join(_cmdline(p))]
+    assert sum("VLLM::" in " ".join(_cmdline(p)) for p in engine_pids) >= 2, [(p, _cmdline(p)) for p in pids]
     pair_pool.close()
     deadline = time.monotonic() + 30
-    alive = pids
+    alive = engine_pids
     while alive and time.monotonic() < deadline:
-        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in engine_pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         time.sleep(0.5)
     assert not alive, f"engine processes still running after shutdown: {alive}"
 
 
-def test_cli_compare_json_has_every_field(pair_pool):
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
+def _cmdline(pid: int) -> list[str]:
+    import psutil
 
-    pair_pool.close()  # the CLI starts its own pair: keep the cores for it
-    out = subprocess.run(
-        [sys.executable, "-m", "playground", "compare", "--preset", "smollm2-ngram", "--max-tokens", "24",
-         "--prompt", PROMPTS["rewrite-formal"], "--schedule", "sequential", "--json"],
-        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-2000:]
-    result = json.loads(out.stdout)  # stdout is exactly one JSON object: vLLM's logs go to stderr
+    try:
+        process = psutil.Process(pid)
+        return process.cmdline() + [process.name()]
+    except psutil.Error:
+        return []
+
+
+def test_cli_compare_json_has_every_field(ngram_pair, capsys):
+    """`compare --json` as the command runs it (arguments, report, JSON on stdout), on the session's pair: the
+    command's own engine start is `EnginePair.start`, which every pair test goes through."""
+    import json
+
+    from playground.cli import main
+
+    assert main(["compare", "--preset", "smollm2-ngram", "--max-tokens", "24", "--prompt", PROMPTS["rewrite-formal"],
+                 "--schedule", "sequential", "--json"], pair=ngram_pair) == 0
+    result = json.loads(capsys.readouterr().out)  # stdout is exactly one JSON object
     assert result["identical"] is True and result["first_divergence"] is None and result["speedup"] > 0
     for role in ("baseline", "speculative"):
         side = result[role]
@@ -217,3 +198,24 @@ def test_cli_compare_json_has_every_field(pair_pool):
         assert key in spec, key
     assert spec["num_accepted"] <= spec["num_draft_tokens"]
     assert result["load_seconds"]["baseline"] > 0 and result["load_seconds"]["speculative"] > 0
+
+
+def test_cli_compare_as_a_command_refuses_a_bad_preset_before_starting_engines():
+    """`python -m playground compare` in its own process: arguments parsed, a clear error, no engine started."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, "-m", "playground", "compare", "--preset", "no-such-preset", "--json"],
+                         cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "no-such-preset" in out.stderr and out.stdout == ""
+    bad = subprocess.run([sys.executable, "-m", "playground", "compare", "--schedule", "sideways"],
+                         cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_cli_compare_refuses_a_pair_running_another_preset(ngram_pair):
+    from playground.cli import main
+
+    with pytest.raises(SystemExit, match="smollm2-ngram"):
+        main(["compare", "--preset", "smollm2-self-draft", "--max-tokens", "4"], pair=ngram_pair)

@@ -118,6 +118,7 @@ class AppServer:
         self.url = f"http://127.0.0.1:{self.port}/"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         self.log_path = ARTIFACTS / "app_server.log"
+        self.ready = False  # its engines were ready once (later tests may switch or reload them)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
         env.pop("GRADIO_TEMP_DIR", None)  # the test client's setting: the app chooses its own (in .cache)
         self._log = open(self.log_path, "w")
@@ -141,6 +142,7 @@ class AppServer:
                 client = client or Client(self.url, verbose=False)
                 status = client.predict(api_name="/status")
                 if status["state"] == "ready":
+                    self.ready = True
                     return self
                 if status["state"] == "error":
                     raise RuntimeError(f"engines failed to load: {status['message']}")
@@ -172,19 +174,30 @@ _server: AppServer | None = None
 _server_lock = threading.Lock()
 
 
-def shared_app() -> AppServer:
-    """The session's app server, started on first call (whichever test module asks first)."""
+def start_shared_app() -> AppServer:
+    """Start the session's app server if it isn't running, without waiting for its engines: the engine-free
+    tests run on the core the engine starts leave idle."""
     global _server
     with _server_lock:
         if _server is None:
             _server = AppServer()
-            try:
-                _server.wait_ready()
-            except Exception:
-                _server.stop()
-                _server = None
-                raise
         return _server
+
+
+def shared_app() -> AppServer:
+    """The session's app server, started on first call (whichever test module asks first), once ready."""
+    global _server
+    server = start_shared_app()
+    if server.ready:
+        return server
+    try:
+        return server.wait_ready()
+    except Exception:
+        with _server_lock:
+            server.stop()
+            if _server is server:
+                _server = None
+        raise
 
 
 def stop_shared_app() -> None:
