@@ -9,6 +9,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -129,8 +130,11 @@ def main(argv=None) -> None:
         ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
                   queue_size=settings.queue_size, app_kwargs={"routes": [health_route(manager)]})
     finally:
+        t0 = time.monotonic()
+        print("stopping: shutting both engines down", file=sys.stderr, flush=True)
         manager.shutdown()
         _end_children()
+        print(f"stopped in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
 def _end_children(grace_s: float = 5.0) -> None:
@@ -138,7 +142,9 @@ def _end_children(grace_s: float = 5.0) -> None:
     whatever this process started and is still running is ended here: nothing outlives the app."""
     import psutil
 
-    children = psutil.Process().children(recursive=True)
+    # multiprocessing's resource tracker ignores SIGTERM by design and ends when this process does: waiting
+    # for it would only add the grace period to every stop.
+    children = [c for c in psutil.Process().children(recursive=True) if not _is_resource_tracker(c)]
     for child in children:
         try:
             child.terminate()
@@ -152,5 +158,30 @@ def _end_children(grace_s: float = 5.0) -> None:
             pass
 
 
+def _is_resource_tracker(process) -> bool:
+    import psutil
+
+    try:
+        return any("resource_tracker" in part for part in process.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown: main's `finally` has stopped everything it
+    started, and the teardown spends another ~5 s in native finalizers (the engine clients' sockets)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":  # required: vLLM spawns engine processes that re-import the main module
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except SystemExit as stop:  # SIGTERM, or a refused option (its message printed as Python would)
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+        _exit_now(stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1)
+    except KeyboardInterrupt:
+        _exit_now(130)
+    _exit_now(0)

@@ -95,7 +95,7 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
     threshold = {"raise": " (above 70%)", "lower": " (below 50%)", "keep": " (between 50% and 70%)"}[verdict]
     rule = f"the guide's rule says {verdict} to {_level(target)}" if verdict != "keep" else f"the guide's rule says keep {_level(target)}"
     if verdict != "keep" and target == current:
-        rule = f"the guide's rule would {verdict} k, but k={current} is already the {'largest' if verdict == 'raise' else 'smallest'} level"
+        rule = f"the guide's rule would {verdict} k, and k={current} is already its {'largest' if verdict == 'raise' else 'smallest'} level"
     best_text = f"k={best} measured fastest ({speedup:.2f}×)" if speedup is not None else f"no k could be timed"
     measured = ", ".join(map(str, ks))
     if len(ks) == 1:

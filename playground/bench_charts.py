@@ -16,6 +16,7 @@ from playground.events import BASELINE, SPECULATIVE
 
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC")
 HEIGHT = 340
+LEGEND_ABOVE_AT_MOST = 4  # lines whose legend fits in one row above the plot
 _AXIS = {"gridcolor": "#EBF0F8", "zerolinecolor": "#C8D4E3", "linecolor": "#C8D4E3", "automargin": True}
 
 
@@ -67,10 +68,16 @@ def _name(keys: tuple[str, ...], values: tuple, rows: list[dict]) -> str:
     return ", ".join(parts)
 
 
+def _order(values: tuple) -> tuple:
+    """Lines in the settings' natural order (c=8 before c=32), names alphabetically, unset last."""
+    return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) if v is not None else (2, 0, "")
+                 for v in values)
+
+
 def _lines(rows: list[dict], x: str, y: str, keys: tuple[str, ...], dash: str | None = None,
            hover: str = "") -> list[dict]:
     data = []
-    for i, (values, group) in enumerate(sorted(_groups(rows, keys).items(), key=lambda kv: str(kv[0]))):
+    for i, (values, group) in enumerate(sorted(_groups(rows, keys).items(), key=lambda kv: _order(kv[0]))):
         group = sorted((r for r in group if r.get(y) is not None), key=lambda r: r[x])
         data.append({"type": "scatter", "mode": "lines+markers", "name": _name(keys, values, rows),
                      "x": [r[x] for r in group], "y": [r[y] for r in group],
@@ -80,6 +87,8 @@ def _lines(rows: list[dict], x: str, y: str, keys: tuple[str, ...], dash: str | 
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
+    if len(data) > LEGEND_ABOVE_AT_MOST:  # a long legend above the plot would cover the title: beside it
+        layout["legend"] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
     return go.Figure({"data": data, "layout": layout}, _validate=False)  # dicts written to plotly's schema
 
 

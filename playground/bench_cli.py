@@ -30,9 +30,10 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=None, help="results folder (default bench-results/<preset>-<UTC time>/)")
     p.add_argument("--no-png", action="store_true", help="write the charts as HTML only")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
-    p.add_argument("--replot", metavar="DIR", default=None,
+    p.add_argument("--replot", metavar="DIR", nargs="+", default=None,
                    help="no engines: redraw the charts (and CSV) of the bench.json in DIR, into --out or DIR "
-                        "(e.g. PNGs on a machine with chromium for a bench run on one without)")
+                        "(e.g. PNGs on a machine with chromium for a bench run on one without); several DIRs "
+                        "of one preset (a sweep split over runs) merge into one result, into --out")
 
 
 def _list(flag: str, text: str, kind):
@@ -166,14 +167,26 @@ def replot(args, log) -> int:
     from playground.bench_charts import figures
     from playground.bench_report import write_results
 
-    source = Path(args.replot)
-    path = source / "bench.json" if source.is_dir() else source
-    try:
-        result = json.loads(path.read_text())
-        rows = result["rows"]
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"error: {path}: not a bench result ({exc})", file=sys.stderr)
+    from playground.bench_report import merge_results
+
+    results = []
+    for source in map(Path, args.replot):
+        path = source / "bench.json" if source.is_dir() else source
+        try:
+            results.append(json.loads(path.read_text()))
+            results[-1]["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"error: {path}: not a bench result ({exc})", file=sys.stderr)
+            return EXIT_BAD_SETTINGS
+    if len(results) > 1 and not args.out:
+        print("error: --replot with several results needs --out", file=sys.stderr)
         return EXIT_BAD_SETTINGS
+    try:
+        result = merge_results(results) if len(results) > 1 else results[0]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    rows = result["rows"]
     result.pop("files", None)
     out = Path(args.out) if args.out else path.parent
     written = write_results(out, result, figures(rows, result.get("loaded_k"), result.get("synthetic", False)),

@@ -8,6 +8,7 @@ there is one), else the HTML screenshotted by headless chromium, else none (the 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -98,6 +99,36 @@ def write_results(out_dir: Path, result: dict, figures: dict, png: bool = True, 
     # the JSON last, so it lists the charts it comes with
     Path(written["json"]).write_text(json.dumps({**result, "files": _relative(written, out_dir)}, indent=1) + "\n")
     return written
+
+
+def merge_results(results: list[dict]) -> dict:
+    """Bench results of one preset, measured in separate runs (a sweep split to fit a time limit), as one:
+    rows in order, a later run's row replacing an earlier one for the same setting; each row's speedup
+    still compares engines measured in its own run. The advice is worked out again over all rows."""
+    from playground.bench_advice import advise
+
+    if len({r.get("preset") for r in results}) > 1:
+        raise ValueError("these results are of different presets: " + ", ".join(sorted(
+            str(r.get("preset")) for r in results)))
+    by_setting: dict[tuple, dict] = {}
+    for result in results:
+        for row in result["rows"]:
+            by_setting[tuple(row.get(key) for key in SETTING_KEYS)] = row
+    merged = {**results[0], "rows": list(by_setting.values())}
+    merged["engines"] = {k: v for r in results for k, v in (r.get("engines") or {}).items()}
+    settings = [r.get("settings") or {} for r in results]
+    merged["settings"] = {**settings[0], **{
+        key: sorted({v for s in settings for v in s.get(key) or []}, key=str)
+        for key in ("workloads", "concurrency", "k", "temperature", "acceptance")}}
+    stamps = [r.get(key) for r in results for key in ("started_utc", "finished_utc") if r.get(key)]
+    merged["started_utc"], merged["finished_utc"] = (min(stamps), max(stamps)) if stamps else (None, None)
+    merged["cancelled"] = any(r.get("cancelled") for r in results)
+    merged["command"] = [c for r in results for c in (r["command"] if isinstance(r.get("command"), list)
+                                                       else [r.get("command")]) if c]
+    spec = next((e.get("speculative", {}) for e in merged["engines"].values()), {})
+    merged["advice"] = [dataclasses.asdict(a) for a in advise(merged["rows"], merged.get("loaded_k"), merged.get("method"),
+                                                spec.get("async_scheduling"))]
+    return merged
 
 
 def _relative(written: dict, out_dir: Path) -> dict:

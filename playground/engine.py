@@ -273,7 +273,10 @@ class Engine:
 
     def shutdown(self) -> None:
         if self._llm is not None:
+            # The grace vLLM gives the engine-core process to exit before killing it: the settings' own
+            # VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS where they set one (the CPU engines), else vLLM's default.
+            grace = self.settings.env.get("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS")
             try:
-                self._llm.shutdown()
+                self._llm.shutdown(**({"timeout": float(grace)} if grace else {}))
             finally:
                 self._llm = None

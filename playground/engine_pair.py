@@ -9,6 +9,7 @@ iterate `stream()` at their own pace.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import queue
 import threading
@@ -154,12 +155,18 @@ class EnginePair:
         self.status.state = "stopped"
 
     async def _shutdown_engines(self) -> None:
-        # On the loop itself, so the engines' output tasks are cancelled and finish before it stops.
-        for role in self.engines:
+        # Both at once, each from a thread (vLLM's shutdown cancels its output task thread-safely): an engine
+        # core may use its whole grace period to end, and the two needn't wait for each other. The loop is
+        # blocked meanwhile on purpose, as a plain shutdown() call would block it: the output tasks must be
+        # cancelled before they run again, not see their engine die and log it as a failure.
+        def stop(role: str) -> None:
             try:
-                await self._shutdown_one(role)
+                self.engines[role].shutdown()
             except Exception:
                 pass
+        with concurrent.futures.ThreadPoolExecutor(len(self.engines) or 1) as pool:
+            list(pool.map(stop, list(self.engines)))
+        await asyncio.sleep(0.1)
 
     def _call(self, coroutine, timeout: float | None = None):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)

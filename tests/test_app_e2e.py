@@ -262,15 +262,41 @@ def test_sigterm_while_loading_leaves_no_engine_process():
         assert engine_core_pids(proc), "no engine started loading"
         family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
         proc.terminate()
-        stopped = time.monotonic()
-        while time.monotonic() - stopped < 10 and any(
-                psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in family):
-            time.sleep(0.2)
-        left = [p for p in family if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        left = _running_after(family, 10)
         assert not left, f"still running 10 s after SIGTERM: {left}"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
+
+
+def _running_after(pids: list[int], seconds: float) -> list[int]:
+    """Which of these processes still run (zombies don't count) once they had `seconds` to end."""
+    import psutil
+
+    def running(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(map(running, pids)):
+        time.sleep(0.2)
+    return [p for p in pids if running(p)]
+
+
+@pytest.mark.order(4)  # the app's last test: it stops the app (the in-process pairs would stop it next anyway)
+def test_sigterm_after_runs_ends_every_process_within_10_s(app):
+    # A service manager's stop (docker stop: SIGTERM, then SIGKILL 10 s later) must find nothing left to kill
+    import psutil
+
+    from tests.ui_fixtures import stop_shared_app
+
+    family = [app.proc.pid] + [c.pid for c in psutil.Process(app.proc.pid).children(recursive=True)]
+    assert len(engine_core_pids(app.proc)) == 2
+    app.proc.terminate()
+    left = _running_after(family, 10)
+    stop_shared_app()
+    assert not left, f"still running 10 s after SIGTERM: {left}"
 
 
 HOSTILE = {

@@ -248,6 +248,36 @@ def test_replot_redraws_a_saved_bench_without_engines(tmp_path):
     assert json.loads((tmp_path / "again" / "bench.json").read_text())["rows"] == rows
 
 
+def test_replot_merges_a_sweep_split_over_runs_into_one_result(tmp_path):
+    rows = synthetic_rows(workloads=("code",), ks=(2, 4, 6), temps=(0.0,), concs=(1,))
+    first, second = rows[:2], rows[1:]  # k=4 measured in both runs: the later run's row stands
+    second = [{**r, "speedup": 9.0} if r["k"] == 4 else r for r in second]
+    for name, part, ks in (("a", first, [2, 4]), ("b", second, [4, 6])):
+        bench_report.write_results(tmp_path / name, {
+            "preset": "p", "method": "ngram", "loaded_k": 4, "rows": part, "advice": [], "command": f"run {name}",
+            "settings": {"k": ks, "concurrency": [1], "temperature": [0.0], "workloads": ["code"], "acceptance": []},
+            "engines": {f"k={k}": {"speculative": {"async_scheduling": True}} for k in ks},
+            "started_utc": f"2026-01-0{1 + (name == 'b')}T00:00:00Z", "finished_utc": "2026-01-03T00:00:00Z"},
+            {}, png=False)
+    cmd = [sys.executable, "-m", "playground", "bench", "--replot", str(tmp_path / "a"), str(tmp_path / "b"),
+           "--no-png"]
+    refused = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0 and "needs --out" in refused.stderr
+    done = subprocess.run(cmd + ["--out", str(tmp_path / "all")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    merged = json.loads((tmp_path / "all" / "bench.json").read_text())
+    assert [r["k"] for r in merged["rows"]] == [2, 4, 6]
+    assert [r["speedup"] for r in merged["rows"] if r["k"] == 4] == [9.0]
+    assert merged["settings"]["k"] == [2, 4, 6] and merged["command"] == ["run a", "run b"]
+    assert merged["started_utc"].startswith("2026-01-01") and set(merged["engines"]) == {"k=2", "k=4", "k=6"}
+    (advice,) = merged["advice"]  # worked out again over all rows: k=4 (9×) is the best
+    assert advice["best_k"] == 4 and "k=4 measured fastest (9.00×)" in advice["sentence"]
+    with pytest.raises(ValueError, match="different presets"):
+        bench_report.merge_results([json.loads((tmp_path / "a" / "bench.json").read_text()),
+                                    {"preset": "q", "rows": []}])
+
+
 def test_page_has_a_bench_tab_that_declines_while_a_comparison_holds_the_engines(tmp_path):
     import time
 

@@ -124,6 +124,37 @@ def test_self_draft_accepts_nearly_everything(self_draft_pair):
     assert c.as_dict()["speculative"]["mean_acceptance_length"] >= 4.5  # k=4: up to 5 tokens a step
 
 
+def test_a_compiled_engine_gives_the_eager_engines_tokens(ngram_pair, monkeypatch):
+    # The suite's CPU engines run eager (PLAYGROUND_CPU_EAGER) to start in half the time; the page's run
+    # compiled, as `vllm serve` does. A compiled engine, started beside the pair, must give its tokens.
+    import asyncio
+
+    from playground.engine import Engine
+    from playground.presets import CPU_EAGER_ENV, engine_settings
+
+    requests = [GenerationRequest(prompt=PROMPTS[name], max_tokens=32) for name in ("code-edit", "chat-advice")]
+    eager = [_compare(ngram_pair, r.prompt, max_tokens=r.max_tokens).baseline.token_ids for r in requests]
+    assert "enforce_eager" in ngram_pair.engines[BASELINE].settings.engine_args
+    monkeypatch.delenv(CPU_EAGER_ENV, raising=False)
+    settings = engine_settings(ngram_pair.preset)[0]
+    assert "enforce_eager" not in settings.engine_args
+
+    async def compiled_tokens():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            out = []
+            for i, request in enumerate(requests):
+                out.append([])
+                async for chunk in engine.stream(f"compiled-{i}", engine.prompt_token_ids(request), request):
+                    out[-1] += chunk.token_ids
+            return out
+        finally:
+            engine.shutdown()
+
+    assert asyncio.run(compiled_tokens()) == eager and all(len(ids) > 8 for ids in eager)
+
+
 @pytest.mark.own_engines  # before the app server starts loading in the background
 def test_missing_model_names_the_engine():
     settings = EngineSettings(BASELINE, {"model": "/nonexistent/model-folder", "dtype": "float32",

@@ -12,7 +12,7 @@ import yaml
 from playground import offline_model
 from playground.hardware import Hardware, split_cores
 from playground.presets import (
-    PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
+    CPU_ENV, PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -92,7 +92,7 @@ def test_every_serve_line_parses_with_vllms_own_cli(hardware):
             if role == "baseline":
                 assert parsed.speculative_config is None
             for key, value in settings[role].env.items():
-                if key != "VLLM_USE_AOT_COMPILE":
+                if key not in CPU_ENV:
                     assert env[key] == value
 
 
