@@ -120,6 +120,7 @@ def main(argv=None) -> None:
     from playground import ui
 
     manager = PairManager(presets, initial, hardware)
+    _adopt_orphans()
     # SIGTERM (service managers, test fixtures) takes the same way out as Ctrl-C: engines shut down. Installed
     # before loading starts, so a stop during loading shuts the loading engines down too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -137,25 +138,42 @@ def main(argv=None) -> None:
         print(f"stopped in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
 
 
-def _end_children(grace_s: float = 5.0) -> None:
+def _end_children(grace_s: float = 5.0, rounds: int = 3) -> None:
     """Engines still starting can't be shut down through vLLM (their constructor holds the pair's loop), so
-    whatever this process started and is still running is ended here: nothing outlives the app."""
+    whatever this process started and is still running is ended here: nothing outlives the app. In rounds:
+    an engine core killed mid-start may have just spawned its worker, which (this process being their
+    subreaper) is re-parented here and found by the next round."""
     import psutil
 
-    # multiprocessing's resource tracker ignores SIGTERM by design and ends when this process does: waiting
-    # for it would only add the grace period to every stop.
-    children = [c for c in psutil.Process().children(recursive=True) if not _is_resource_tracker(c)]
-    for child in children:
-        try:
-            child.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(children, timeout=grace_s)
-    for child in alive:
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
+    for _ in range(rounds):
+        # multiprocessing's resource tracker ignores SIGTERM by design and ends when every process holding
+        # its pipe has: it is left to end on its own (and clean up the engines' shared memory on the way)
+        children = [c for c in psutil.Process().children(recursive=True) if not _is_resource_tracker(c)]
+        if not children:
+            return
+        for child in children:
+            try:
+                child.terminate()
+            except psutil.Error:
+                pass
+        _, alive = psutil.wait_procs(children, timeout=grace_s)
+        for child in alive:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=1)
+
+
+def _adopt_orphans() -> None:
+    """Linux: become the subreaper of everything this process starts, so a process whose parent was killed
+    (an engine core's worker) is re-parented here, where _end_children finds it, not to init."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
 
 
 def _is_resource_tracker(process) -> bool:

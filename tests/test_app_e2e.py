@@ -263,10 +263,22 @@ def test_sigterm_while_loading_leaves_no_engine_process():
         family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
         proc.terminate()
         left = _running_after(family, 10)
-        assert not left, f"still running 10 s after SIGTERM: {left}"
+        assert not left, f"still running 10 s after SIGTERM: {_describe(left)}"
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
+
+
+def _describe(pids: list[int]) -> list[str]:
+    import psutil
+
+    def what(pid):
+        try:
+            process = psutil.Process(pid)
+            return f"{pid} {' '.join(process.cmdline())[:80] or process.name()} (parent {process.ppid()})"
+        except psutil.Error:
+            return f"{pid} (gone)"
+    return [what(pid) for pid in pids]
 
 
 def _running_after(pids: list[int], seconds: float) -> list[int]:
@@ -296,7 +308,7 @@ def test_sigterm_after_runs_ends_every_process_within_10_s(app):
     app.proc.terminate()
     left = _running_after(family, 10)
     stop_shared_app()
-    assert not left, f"still running 10 s after SIGTERM: {left}"
+    assert not left, f"still running 10 s after SIGTERM: {_describe(left)}"
 
 
 HOSTILE = {
