@@ -165,9 +165,7 @@ def report(result: dict, written: dict, as_json: bool) -> None:
 
 def replot(args, log) -> int:
     from playground.bench_charts import figures
-    from playground.bench_report import write_results
-
-    from playground.bench_report import merge_results
+    from playground.bench_report import merge_results, write_results
 
     results = []
     for source in map(Path, args.replot):

