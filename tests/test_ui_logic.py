@@ -575,6 +575,34 @@ def test_fifo_is_judged_on_the_queue_places_and_run_numbers_the_page_gives():
     assert percentile([], 0.5) is None
 
 
+def test_load_tests_killer_fires_once_a_run_from_its_target_on_is_in_the_engines():
+    """scripts/load_test.py --kill: a run that has started counts, tokens or not (on a GPU a short run
+    streams in one redraw, so waiting for tokens never fired); earlier runs and finished ones don't. The
+    process killed is a real one."""
+    import importlib.util
+
+    from playground.visitors import Visit
+
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
+    load_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load_test)
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        killer = load_test.Killer("speculative", app_pid=0, cores=[1, victim.pid], target=2)
+        early, done, waiting, running = Visit(1, "a"), Visit(2, "b"), Visit(3, "c"), Visit(4, "d")
+        early.started_at = done.started_at = running.started_at = time.time()  # 1: before the target
+        done.got = {"error": ""}
+        killer([early, done, waiting])
+        assert killer.record["pid"] is None and victim.poll() is None
+        killer([early, done, waiting, running])
+        assert victim.wait(timeout=5) == -9
+        assert killer.record["pid"] == victim.pid and killer.record["visitor_in_flight"] == 4
+        assert killer.record["tokens_seen"] == {"baseline": 0, "speculative": 0}
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+
+
 def _prompt_echo(request):
     """A fake run whose tokens depend on the prompt: a stream given to the wrong visitor would show."""
     import zlib
