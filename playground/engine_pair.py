@@ -216,13 +216,13 @@ class EnginePair:
         return list(self.stream(request, schedule))
 
     async def _abort(self, run_id: str, mark_cancelled: bool = True) -> None:
+        if mark_cancelled:  # first: what starts or streams from now on sees it (_stream_one)
+            self._cancelled.add(run_id)
         for role in (BASELINE, SPECULATIVE):
             try:
                 await self.engines[role].abort(f"{run_id}-{role}")
             except Exception:  # a dead engine has nothing left to abort
                 pass
-        if mark_cancelled:
-            self._cancelled.add(run_id)
 
     async def _run(self, run_id: str, ids: list[int], request: GenerationRequest, schedule: str,
                    events: queue.Queue) -> None:
@@ -264,6 +264,8 @@ class EnginePair:
         """Stream one engine's request into `events`; return the request's own counters if vLLM reported
         them (speculative engine, vLLM >= 0.29, request finished), else None."""
         engine = self.engines[role]
+        if run_id in self._cancelled:  # stopped before this engine's turn (sequential): it doesn't start
+            return None
         submitted = time.monotonic()
         step = 0
         exact = None
@@ -277,6 +279,8 @@ class EnginePair:
                 events.put(StepEvent(role, step, tuple(chunk.token_ids), chunk.text, now, submitted, chunk.finished,
                                      chunk.finish_reason, counters))
                 step += 1
+                if run_id in self._cancelled and not chunk.finished:  # the abort came before vLLM knew the
+                    await engine.abort(f"{run_id}-{role}")                # request (a no-op then): again
         except Exception as exc:
             raise _EngineFailed(role, exc) from exc
         return exact if role == SPECULATIVE else None

@@ -222,7 +222,9 @@ def _wire_run(page: Page, manager: PairManager, registry: CancelRegistry, histor
     page.run_btn.click(
         run, inputs=[page.prompt, page.max_tokens, page.temperature, page.schedule, page.history],
         outputs=page.list(RUN_OUTPUTS), api_name="run", concurrency_limit=1, concurrency_id="engines",
-        show_progress="minimal", show_progress_on=[page.badge],
+        # "full": a waiting visitor sees "queue: 2/5 | 3.1s" on the badge until the run starts ("minimal"
+        # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
+        show_progress="full", show_progress_on=[page.badge],
     ).then(replay, inputs=page.live, outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
            show_progress="hidden")
     page.replay_btn.click(replay, inputs=page.live, outputs=replay_outputs, api_visibility="private",

@@ -185,8 +185,11 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
         return f'<div class="badge error">Run failed: {esc_message(finished.error)}</div>'
     index = comparison.first_divergence
     if finished.cancelled:
-        same = ("identical so far" if index is None or index >= min(len(b.token_ids), len(s.token_ids))
-                else f"diverged at token {index + 1}")
+        if not b.token_ids or not s.token_ids:  # a sequential run stopped before the speculative engine's turn
+            same = "nothing to compare yet"
+        else:
+            same = ("identical so far" if index is None or index >= min(len(b.token_ids), len(s.token_ids))
+                    else f"diverged at token {index + 1}")
         return (f'<div class="badge stopped">Stopped: partial outputs ({len(b.token_ids)} and '
                 f'{len(s.token_ids)} tokens), {same}.</div>')
     if index is None:

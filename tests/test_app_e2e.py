@@ -100,15 +100,20 @@ def test_bad_inputs_show_a_message_and_engines_keep_serving(app):
     assert run(client, REWRITE, max_tokens=16)["result"]["identical"] is True
 
 
-def test_stop_during_run_then_both_engines_serve_the_next_run(app):
+@pytest.mark.parametrize("schedule", ["concurrent", "sequential"])
+def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
+    """Sequential: stopped during the baseline's turn, the speculative engine never starts (it used to run
+    to max tokens after the stop)."""
     client = app.client()
-    job = client.submit(STORY, 900, 0.0, "concurrent", api_name="/run")
+    job = client.submit(STORY, 900, 0.0, schedule, api_name="/run")
     _wait_streaming(job, "pane_b")
     client.predict(api_name="/stop")
     out = dict(zip(OUTPUTS, job.result(timeout=120)))
     result = out["result"]
     assert result.get("cancelled") is True
     assert 0 < len(result["baseline"]["token_ids"]) < 900 and len(result["speculative"]["token_ids"]) < 900
+    if schedule == "sequential":
+        assert result["speculative"]["token_ids"] == [] and "nothing to compare yet" in out["badge"]
     assert "Stopped" in out["badge"]
     after = run(client, REWRITE, max_tokens=32)["result"]  # both engines serve the next run
     assert after["identical"] is True and len(after["baseline"]["token_ids"]) > 5

@@ -140,6 +140,34 @@ def test_markup_in_model_output_renders_as_text(page):
     assert "<script>" in text or "<img" in text, text
 
 
+def test_a_visitor_waiting_sees_their_place_in_the_queue(page, app):
+    """Another session's run holds the engines: the page shows this visitor's place in the queue on the
+    badge (visible text, not just in the DOM), and its run starts and ends once the other one stops."""
+    import re
+
+    from playground.inputs import EXAMPLES
+    from playground.live_run import API_OUTPUTS
+
+    WebDriverWait(page, 600).until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())  # ready
+    set_prompt(page, EXAMPLES["rewrite"])  # typed before the engines get busy: 2 busy cores type slowly
+    set_max_tokens(page, 8)
+    other = app.client()
+    job = other.submit(EXAMPLES["creative"], 600, 0.0, "sequential", api_name="/run")
+    deadline = time.monotonic() + 120
+    while not job.outputs() and not job.done():  # until the other run streams: it holds the engines
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.2)
+    page.find_element(By.CSS_SELECTOR, "#run").click()
+    try:
+        WebDriverWait(page, 30).until(
+            lambda d: re.search(r"queue: 1/\d", d.find_element(By.CSS_SELECTOR, "#badge").text))
+    finally:
+        other.predict(api_name="/stop")
+    assert "Stopped" in dict(zip(API_OUTPUTS, job.result(timeout=120)))["badge"]  # the other visitor's run
+    WebDriverWait(page, 300).until(lambda d: "Identical" in d.find_element(By.CSS_SELECTOR, "#badge").text)
+    assert "queue" not in page.find_element(By.CSS_SELECTOR, "#badge").text
+
+
 def _switch(app, preset: str) -> None:
     client = app.client()
     client.predict(preset, api_name="/switch_preset")

@@ -70,19 +70,27 @@ def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
     assert batch.counters_source == PER_REQUEST and batch.counters == spec.counters().minus(before)
 
 
-def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair):
+@pytest.mark.parametrize("schedule, at", [("concurrent", "step 3"), ("sequential", "step 3"),
+                                          ("concurrent", "start")])
+def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair, schedule, at):
+    """Sequential: a stop during the baseline's turn means the speculative engine never starts. At the start:
+    the abort reaches vLLM before it registered the requests, and both still stop."""
     cancel = threading.Event()
     events = []
     request = GenerationRequest(prompt=PROMPTS["chat-advice"], max_tokens=512, ignore_eos=True)
-    for event in ngram_pair.stream(request, cancel=cancel):
+    for event in ngram_pair.stream(request, schedule=schedule, cancel=cancel):
         events.append(event)
-        if isinstance(event, StepEvent) and event.step == 3:
+        if at == "start" or (isinstance(event, StepEvent) and event.step == 3):
             cancel.set()
     finished = events[-1]
     assert isinstance(finished, RunFinished) and finished.cancelled and finished.error is None
     produced = {role: sum(len(e.token_ids) for e in events if isinstance(e, StepEvent) and e.engine == role)
                 for role in (BASELINE, SPECULATIVE)}
-    assert 0 < produced[BASELINE] < 512 and produced[SPECULATIVE] < 512
+    assert produced[BASELINE] < 512 and produced[SPECULATIVE] < 512, produced
+    if at == "step 3":
+        assert produced[BASELINE] > 0
+    if schedule == "sequential":
+        assert produced[SPECULATIVE] == 0, produced
     again = _compare(ngram_pair, PROMPTS["chat-capital"])
     assert again.identical and again.baseline.token_ids
 
