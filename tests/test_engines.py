@@ -91,6 +91,8 @@ def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair, schedule, at)
         assert produced[BASELINE] > 0
     if schedule == "sequential":
         assert produced[SPECULATIVE] == 0, produced
+    if (schedule, at) != ("concurrent", "step 3"):
+        return  # the pair answering after a stop: checked once (a run costs seconds on 2 cores)
     again = _compare(ngram_pair, PROMPTS["chat-capital"])
     assert again.identical and again.baseline.token_ids
 
