@@ -74,7 +74,7 @@ def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
                                           ("concurrent", "start")])
 def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair, schedule, at):
     """Sequential: a stop during the baseline's turn means the speculative engine never starts. At the start:
-    the abort reaches vLLM before it registered the requests, and both still stop."""
+    the stop comes before either request is submitted, and neither engine generates to max tokens."""
     cancel = threading.Event()
     events = []
     request = GenerationRequest(prompt=PROMPTS["chat-advice"], max_tokens=512, ignore_eos=True)
