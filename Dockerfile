@@ -66,7 +66,7 @@ ENV HOME=/home/playground PLAYGROUND_CACHE=/home/playground/app/.cache PYTHONUNB
     VLLM_USE_FLASHINFER_SAMPLER=0 GRADIO_ANALYTICS_ENABLED=False GRADIO_SSR_MODE=false
 USER playground
 # The offline model is converted at build time, so the container starts without the hub.
-RUN python3 -m playground prepare && chmod -R g+rwX .cache && rm -rf /tmp/torchinductor_*
+RUN python3 -m specplay prepare && chmod -R g+rwX .cache && rm -rf /tmp/torchinductor_*
 EXPOSE 7860
 # 200 once both engines are ready; they take minutes to start on a small CPU, hence the start period.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=600s --retries=3 \

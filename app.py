@@ -67,8 +67,8 @@ def resolve_options(args: argparse.Namespace) -> dict:
 
 def offered_presets(options: dict):
     """(presets the page offers, initial preset name); an unknown or unrunnable name stops the app."""
-    from playground.hardware import detect
-    from playground.presets import DEFAULT_PRESET, PresetError, availability, get_preset, load_presets
+    from specplay.core.hardware import detect
+    from specplay.presets.catalog import DEFAULT_PRESET, PresetError, availability, get_preset, load_presets
 
     hardware = detect()
     every = load_presets()
@@ -97,7 +97,7 @@ def offered_presets(options: dict):
 
 def page_settings(options: dict):
     """The operator's settings; switching presets is for visitors only on a page served to this machine."""
-    from playground.page_settings import PageSettings
+    from specplay.page.settings import PageSettings
 
     public = bool(options["share"]) or options["host"] not in ("127.0.0.1", "localhost", "::1")
     allow = options["allow_switching"] if options["allow_switching"] is not None else not public
@@ -112,12 +112,12 @@ def main(argv=None) -> None:
     options = resolve_options(parse_args(argv))
     presets, initial, hardware = offered_presets(options)
     settings = page_settings(options)
-    from playground.paths import configure_cache_env
+    from specplay.core.paths import configure_cache_env
 
     configure_cache_env()  # before Gradio is imported: its temp files go into the project's cache too
-    from playground.health import health_route
-    from playground.pair_manager import PairManager
-    from playground import ui
+    from specplay.page.health import health_route
+    from specplay.page.manager import PairManager
+    from specplay.page import ui
 
     manager = PairManager(presets, initial, hardware)
     _adopt_orphans()

@@ -45,13 +45,13 @@ def parse_args(argv=None):
 
 
 def prompts_for(preset) -> list[str]:
-    from playground.inputs import EXAMPLES, TOKEN_EXAMPLES
+    from specplay.page.inputs import EXAMPLES, TOKEN_EXAMPLES
 
     return list((TOKEN_EXAMPLES if preset.prompt_input == "token_ids" else EXAMPLES).values())
 
 
 def direct_run(pair, request, schedule: str) -> dict:
-    from playground.comparison import Comparison
+    from specplay.run.comparison import Comparison
 
     comparison = Comparison()
     for event in pair.stream(request, schedule=schedule):
@@ -60,7 +60,7 @@ def direct_run(pair, request, schedule: str) -> dict:
 
 
 def app_run(client, prompt: str, max_tokens: int, schedule: str) -> dict:
-    from playground.live_run import API_OUTPUTS
+    from specplay.page.live_run import API_OUTPUTS
 
     out = dict(zip(API_OUTPUTS, client.predict(prompt, max_tokens, 0.0, schedule, api_name="/run")))
     result = out["result"]
@@ -109,12 +109,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     from gradio_client import Client
 
-    from playground import ui
-    from playground.hardware import detect
-    from playground.inputs import build_request
-    from playground.live_run import UPDATE_HZ
-    from playground.pair_manager import PairManager
-    from playground.presets import DEFAULT_PRESET, get_preset
+    from specplay.page import ui
+    from specplay.core.hardware import detect
+    from specplay.page.inputs import build_request
+    from specplay.page.live_run import UPDATE_HZ
+    from specplay.page.manager import PairManager
+    from specplay.presets.catalog import DEFAULT_PRESET, get_preset
 
     preset = get_preset(args.preset or DEFAULT_PRESET)
     hardware = detect()

@@ -1,4 +1,4 @@
-"""Benchmark presets side by side in one run: what `python -m playground compare --json` reports, plus the
+"""Benchmark presets side by side in one run: what `python -m specplay compare --json` reports, plus the
 same engines driven directly (a bare AsyncLLM.generate loop, no pair thread or queue), plus load time and
 memory per engine. Presets sharing a target reuse the resident baseline engine.
 
@@ -12,7 +12,6 @@ each figure is the median over --repeats runs after one discarded warm run.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import platform
 import statistics
@@ -36,7 +35,7 @@ BENCH_PROMPTS = {
 
 def memory_by_engine(pair) -> dict:
     """GPU memory (NVML, per engine process) and resident memory, in GiB, via the page's telemetry."""
-    from playground.telemetry import NvmlReader, rss_bytes
+    from specplay.engine.telemetry import NvmlReader, rss_bytes
 
     pids = pair.process_ids()
     out = {f"{role}_rss_gib": round(rss_bytes(p) / 2**30, 2) for role, p in pids.items()}
@@ -65,7 +64,7 @@ def device_used_gib() -> float | None:
 def direct_tokens_per_s(pair, role: str, ids: list[int], request) -> tuple[float | None, float | None]:
     """Drive one engine with nothing of the playground between: timestamps taken in the generate loop.
     Returns (tokens/s, steps/s), by the same definitions as the comparison's (EngineTrace)."""
-    from playground.comparison import EngineTrace
+    from specplay.run.comparison import EngineTrace
 
     engine = pair.engines[role]
 
@@ -87,8 +86,8 @@ def direct_tokens_per_s(pair, role: str, ids: list[int], request) -> tuple[float
 
 
 def bench_preset(pair, preset, prompts: list[str], max_tokens: int, repeats: int) -> list[dict]:
-    from playground.comparison import Comparison
-    from playground.events import BASELINE, SPECULATIVE, GenerationRequest
+    from specplay.run.comparison import Comparison
+    from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 
     rows = []
     cases = {"token ids": None} if preset.prompt_input == "token_ids" else {p: BENCH_PROMPTS[p] for p in prompts}
@@ -141,10 +140,9 @@ def main() -> int:
     import os
 
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
-    from playground.engine_pair import pair_for_preset
-    from playground.events import BASELINE
-    from playground.hardware import detect
-    from playground.presets import engine_settings, get_preset
+    from specplay.run.pairs import open_pair
+    from specplay.core.hardware import detect
+    from specplay.presets.catalog import engine_settings, get_preset
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", required=True)
@@ -174,7 +172,7 @@ def main() -> int:
                 if pair is not None:
                     pair.shutdown()
                 before = device_used_gib()
-                pair = pair_for_preset(preset, hardware)
+                pair = open_pair(preset, hardware)
                 pair.start()
                 pair_baseline = baseline
             results["device_used_gib"][name] = {"before_start": before, "after_start": device_used_gib()}

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def prompt_list(spec: str) -> list[tuple[str, str]]:
-    from playground.inputs import EXAMPLES
-    from playground.workloads import load_workload
+    from specplay.page.inputs import EXAMPLES
+    from specplay.bench.workloads import load_workload
 
     out = []
     for item in spec.split(","):
@@ -51,7 +51,7 @@ def prompt_list(spec: str) -> list[tuple[str, str]]:
 def gpu_memory_gib(pair) -> dict:
     """Each engine's GPU memory from NVML: its engine-core process and children (TP workers), summed over
     every GPU they hold."""
-    from playground.telemetry import NvmlReader
+    from specplay.engine.telemetry import NvmlReader
 
     reader = NvmlReader()
     try:
@@ -69,12 +69,12 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
 
-    from playground.comparison import Comparison
-    from playground.engine_pair import pair_for_preset, switch_in_place
-    from playground.events import BASELINE, GenerationRequest
-    from playground.explain import explain
-    from playground.hardware import detect
-    from playground.presets import dtype_for, get_preset
+    from specplay.run.comparison import Comparison
+    from specplay.run.pairs import open_pair, switch_in_place
+    from specplay.core.events import BASELINE, GenerationRequest
+    from specplay.run.explain import explain
+    from specplay.core.hardware import detect
+    from specplay.presets.catalog import dtype_for, get_preset
 
     hardware = detect()
     prompts = prompt_list(args.prompts)
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
             if pair is None or not switch_in_place(pair, preset, hardware, log=lambda m: print(m, file=sys.stderr)):
                 if pair is not None:
                     pair.shutdown()
-                pair = pair_for_preset(preset, hardware)
+                pair = open_pair(preset, hardware)
                 pair.start()
             rows = []
             for label, text in prompts:

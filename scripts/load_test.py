@@ -109,7 +109,7 @@ def main(argv=None) -> int:
 
 
 def run_test(args, app: subprocess.Popen, report: dict) -> None:
-    from playground import visitors as vis
+    from loadtest import visitors as vis
 
     url = report["url"] = f"http://127.0.0.1:{app.port}/"
     t0 = time.time()
@@ -231,7 +231,7 @@ def start_app(args, log) -> subprocess.Popen:
 
 def wait_ready(url: str, app: subprocess.Popen, deadline: float):
     """A client once the page says both engines are ready; raises if the app exits, fails or times out."""
-    from playground.visitors import client as new_client, close_client
+    from loadtest.visitors import client as new_client, close_client
 
     c, status = None, None
     while time.time() < deadline:

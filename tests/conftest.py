@@ -1,13 +1,16 @@
 """Test set-up: real vLLM CPU engines on the offline model, one set of engines alive at a time.
 
-Engines take 30-90 s to start on a small CPU, so the suite is ordered to start as few as possible (see
-`pytest_collection_modifyitems`): first every test that needs no engines, then the tests on the real app
-server (`app`: `python app.py`, one server for the session), then the tests on an in-process pair
-(`ngram_pair`, `layerskip_pair`, `self_draft_pair`), grouped by preset. The three smollm2 presets share their
-target, so the pool moves from one to the next by replacing only the speculative engine, as the page does.
+The tiers are folders, and each folder's tests carry its marker: `unit/` (no engines, no server: the quick
+tier, `scripts/test.sh --quick`), `container/` (the image's files and the health route), `page/` (`page`: the
+real app server, `python app.py`, one for the session, over HTTP and in a headless browser) and `engines/`
+(`engines`: an in-process pair). Engines take 30-90 s to start on a small CPU, so the suite runs in that
+order (`pytest_collection_modifyitems`): the tests without engines first (the app server loads behind them),
+then the page's, then the pair's, grouped by preset. The three smollm2 presets share their target, so the
+pool moves from one to the next by replacing only the speculative engine, as the page does.
 """
 
 import os
+from pathlib import Path
 
 # Before anything imports torch: one OpenMP thread per process (each engine is pinned to its own core).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -35,12 +38,12 @@ class PairPool:
         self.pair = None
 
     def get(self, preset_name: str):
-        from playground.engine_pair import pair_for_preset, switch_in_place
-        from playground.presets import get_preset
+        from specplay.run.pairs import open_pair, switch_in_place
+        from specplay.presets.catalog import get_preset
         from tests.ui_fixtures import stop_shared_app
 
         preset = get_preset(preset_name)
-        if self.pair is not None and self.pair.ready and self.pair.preset == preset:
+        if self.pair is not None and self.pair.ready and self.pair.tag == preset:
             return self.pair
         stop_shared_app()
         if self.pair is not None and self.pair.ready:
@@ -51,7 +54,7 @@ class PairPool:
                 self.close()
                 raise
         self.close()
-        pair = pair_for_preset(preset)
+        pair = open_pair(preset)
         try:
             pair.start()
         except Exception:
@@ -101,31 +104,35 @@ def app(pair_pool):
     return shared_app()
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "order(n): position within the test's group (default 0, file order among "
-                                       "equals): the app-server tests that reload or switch its engines, and the "
-                                       "pair test that shuts the pool down, go after the others")
-    config.addinivalue_line("markers", "own_engines: an engine-free-group test that starts engines of its own "
-                                       "(runs first, before the app server starts loading in the background)")
+TIERS = {"engines": "engines", "page": "page", "container": "container"}  # folder -> marker
+
+
+def tier_of(item) -> str | None:
+    folder = Path(str(item.fspath)).parent.name
+    return TIERS.get(folder)
 
 
 def suite_order(item) -> tuple:
-    """(group, preset, position): the engine-free tests, then the app server's, then the in-process pair's,
-    preset by preset in PAIR_FIXTURES' order."""
-    names = set(getattr(item, "fixturenames", ()))
+    """(group, preset, position): the tests without engines, then the page's, then the in-process pair's,
+    preset by preset in PAIR_FIXTURES' order; `order(n)` places a test within its group."""
     marker = item.get_closest_marker("order")
     position = marker.args[0] if marker else 0
-    if "app" in names:
+    if item.get_closest_marker("own_engines"):  # first: before the app server starts loading
+        return 0, 0, -1
+    if item.get_closest_marker("page"):
         return 1, 0, position
-    presets = [i for i, name in enumerate(PAIR_FIXTURES) if name in names]
-    if presets:
-        return 2, max(presets), position
-    if "pair_pool" in names:
-        return 2, len(PAIR_FIXTURES), position
-    return 0, 0, -1 if item.get_closest_marker("own_engines") else position
+    if item.get_closest_marker("engines"):
+        names = set(getattr(item, "fixturenames", ()))
+        presets = [i for i, name in enumerate(PAIR_FIXTURES) if name in names]
+        return 2, max(presets) if presets else len(PAIR_FIXTURES), position
+    return 0, 0, position
 
 
 def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        tier = tier_of(item)
+        if tier:
+            item.add_marker(tier)
     items.sort(key=suite_order)  # stable: file order among equal keys
     config._playground_needs_app = any(suite_order(item)[0] == 1 for item in items)
 

@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from playground.events import BASELINE, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
+from specplay.core.events import BASELINE, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -24,6 +24,16 @@ APP_PRESET = "smollm2-ngram"
 SWITCH_PRESET = "smollm2-self-draft"
 LOSING_PRESET = "smollm2-layerskip-draft"  # loses on the CPU: the browser test screenshots its explanation
 READY_TIMEOUT_S = 600
+
+
+def comparison_of(events, k=4, decode=None):
+    """A Comparison fed these events (the page's and the CLI's view of a run)."""
+    from specplay.run.comparison import Comparison
+
+    c = Comparison(decode=decode, num_speculative_tokens=k)
+    for e in events:
+        c.add(e)
+    return c
 
 
 # -- synthetic runs ----------------------------------------------------------------------------------------
@@ -54,6 +64,12 @@ def synthetic_events(baseline_ids, spec_steps, k=4, dt=0.01, t0=100.0, cancelled
     return events
 
 
+def run_with_acceptance():
+    """A four-step speculative run (3, 0 and 3 drafts accepted) beside nine baseline steps, and its Comparison."""
+    events = synthetic_events(list(range(9)), [[0], [1, 2, 3], [4], [5, 6, 7, 8]], k=4, dt=0.5)
+    return events, comparison_of(events)
+
+
 class FakeEngine:
     def __init__(self, vocab: dict[int, str] | None = None):
         self.vocab = vocab or {}
@@ -70,7 +86,7 @@ class FakePair:
 
     def __init__(self, events_for, preset=None, step_delay=0.02):
         self.events_for = events_for  # request -> list of events
-        self.preset = preset
+        self.tag = preset
         self.engines = {BASELINE: FakeEngine(), SPECULATIVE: FakeEngine()}
         self.status = None
         self.step_delay = step_delay

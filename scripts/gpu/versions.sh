@@ -9,7 +9,7 @@
 # tensor parallel 2 over GPUs 0-1: n-gram for identity, 1B draft at draft TP 1), workloads (the bench lab's
 # smollm2-ngram workloads × temperature; run on 0.32), draftsweep and draftsweep7 (draft-model k × acceptance
 # × concurrency, k=7 apart to stay within one 10-minute call; run on 0.26, merged with
-# `python -m playground bench --replot OUT/draftsweep OUT/draftsweep7 --out DIR`).
+# `python -m specplay bench --replot OUT/draftsweep OUT/draftsweep7 --out DIR`).
 set -uo pipefail
 label=$1; export PYTHONPATH=$2; out=$3; shift 3
 export VLLM_USE_FLASHINFER_SAMPLER=0 PYTHONUNBUFFERED=1
@@ -32,12 +32,12 @@ for part in "$@"; do
              --prompts examples,code:3,rewrite:2,qa:2 --max-tokens 256 --out "$out/smollm2.json" ;;
     tp2) run tp2 420 python3 scripts/bench_prompts.py --presets dummy-llama8b-tp2-ngram,dummy-llama8b-tp2-draft1b \
              --prompts tokens:4 --max-tokens 256 --out "$out/tp2.json" ;;
-    workloads) CUDA_VISIBLE_DEVICES=0 run workloads 420 python3 -m playground bench --preset smollm2-ngram \
+    workloads) CUDA_VISIBLE_DEVICES=0 run workloads 420 python3 -m specplay bench --preset smollm2-ngram \
              --workloads code,chat,conversations,rewrite,summarize --n 6 --k 4 --temperature 0,0.5,1.0 \
              --max-tokens 128 --no-png --out "$out/workloads" ;;
-    draftsweep) CUDA_VISIBLE_DEVICES=0 run draftsweep 540 python3 -m playground bench --preset dummy-llama8b-draft1b-k3 \
+    draftsweep) CUDA_VISIBLE_DEVICES=0 run draftsweep 540 python3 -m specplay bench --preset dummy-llama8b-draft1b-k3 \
              --k 1,3,5 --acceptance 0.5,0.7,0.9 --concurrency 1,8,32 --n 8 --max-tokens 128 --no-png --out "$out/draftsweep" ;;
-    draftsweep7) CUDA_VISIBLE_DEVICES=0 run draftsweep7 300 python3 -m playground bench --preset dummy-llama8b-draft1b-k3 \
+    draftsweep7) CUDA_VISIBLE_DEVICES=0 run draftsweep7 300 python3 -m specplay bench --preset dummy-llama8b-draft1b-k3 \
              --k 7 --acceptance 0.5,0.7,0.9 --concurrency 1,8,32 --n 8 --max-tokens 128 --no-png --out "$out/draftsweep7" ;;
   esac
 done

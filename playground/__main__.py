@@ -1,6 +1,0 @@
-import sys
-
-from playground.cli import main
-
-if __name__ == "__main__":  # vLLM spawns engine processes that re-import __main__
-    sys.exit(main())

@@ -1,0 +1,6 @@
+import sys
+
+from specplay.cli.main import main
+
+if __name__ == "__main__":  # vLLM spawns engine processes that re-import __main__
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Advice, measured: the k the guide's rule recommends from the measured acceptance rate, the k that
+measured fastest, and one sentence where they disagree and why. Pure logic on bench rows.
+
+The guide's rule: k=3 is conservative, 5 the default, 7 aggressive; from the k you run, raise k when more
+than 70% of drafted tokens are accepted, lower it below 50%, else keep it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
+RAISE_ABOVE, LOWER_BELOW = 0.70, 0.50
+COST_GROWS = 1.05  # the step-cost factor at the largest k this much above the smallest's: it grows with k
+# A speculative step does all a plain step does and more: a step-cost factor below this means the baseline's
+# batch ran slow (shared cores, a noisy neighbour), and every row that reuses it is skewed.
+IMPLAUSIBLE_COST = 0.95
+GROUP_KEYS = ("workload", "temperature", "concurrency", "acceptance")
+
+
+@dataclass(frozen=True)
+class Advice:
+    workload: str
+    temperature: float
+    concurrency: int
+    acceptance: float | None  # synthetic acceptance of these rows, if any
+    current_k: int  # the k the rule starts from: the preset's, or the measured k closest to it
+    acceptance_rate: float | None  # measured at current_k
+    rule: str  # raise | lower | keep
+    rule_k: int
+    best_k: int
+    best_speedup: float | None
+    agree: bool
+    sentence: str
+
+
+def rule_k(current_k: int, acceptance_rate: float | None) -> tuple[str, int]:
+    """The guide's rule: (raise | lower | keep, the k it leads to among 3 / 5 / 7)."""
+    if acceptance_rate is None:
+        return "keep", current_k
+    if acceptance_rate > RAISE_ABOVE:
+        up = [level for level in LEVELS if level > current_k]
+        return "raise", min(up) if up else current_k
+    if acceptance_rate < LOWER_BELOW:
+        down = [level for level in LEVELS if level < current_k]
+        return "lower", max(down) if down else current_k
+    return "keep", current_k
+
+
+def _level(k: int) -> str:
+    return f"k={k} ({LEVELS[k]})" if k in LEVELS else f"k={k}"
+
+
+def _why(rows_by_k: dict[int, dict], rule_wants_more: bool, method: str, async_scheduling: bool | None) -> str:
+    """Why the measured best sits on the other side of the rule's k: what the step-cost factor did."""
+    lo, hi = min(rows_by_k), max(rows_by_k)
+    c_lo, c_hi = rows_by_k[lo].get("step_cost_ratio"), rows_by_k[hi].get("step_cost_ratio")
+    g_lo, g_hi = rows_by_k[lo].get("tokens_per_step_ratio"), rows_by_k[hi].get("tokens_per_step_ratio")
+    if not (c_lo and c_hi and g_lo and g_hi):
+        return "too few steps were timed to say why"
+    trend = f"the step-cost factor goes from {c_lo:.2f}× at k={lo} to {c_hi:.2f}× at k={hi}"
+    gain = f"tokens per step {g_lo:.2f}× → {g_hi:.2f}×"
+    if rule_wants_more:
+        if c_hi > c_lo * COST_GROWS:
+            cause = (" because the speculative engine runs without async scheduling here, so every step waits "
+                     "for the host while it drafts and verifies k+1 tokens" if async_scheduling is False else
+                     f" because each extra draft position adds {'a draft pass and ' if method != 'ngram' else ''}"
+                     "verification work to every step")
+            return f"{trend}{cause}, and a longer draft buys too little to cover it ({gain})"
+        return f"acceptance falls off at the later positions: {gain}, while {trend}"
+    if c_hi <= c_lo * COST_GROWS:
+        free = " (n-gram drafts cost no forward pass)" if method == "ngram" else ""
+        return f"{trend}: extra draft positions are almost free{free}, so even a few accepted tokens pay ({gain})"
+    return f"the accepted tokens outweigh the extra cost: {gain}, while {trend}"
+
+
+def advise(rows: list[dict], preset_k: int, method: str, async_scheduling: bool | None) -> list[Advice]:
+    """One Advice per (workload, temperature, concurrency[, acceptance]) group of bench rows."""
+    groups: dict[tuple, dict[int, dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row.get(key) for key in GROUP_KEYS), {})[row["k"]] = row
+    return [_advice(key, by_k, preset_k, method, async_scheduling) for key, by_k in groups.items()]
+
+
+def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async_scheduling: bool | None) -> Advice:
+    workload, temperature, concurrency, acceptance = key
+    ks = sorted(by_k)
+    current = min(ks, key=lambda k: (abs(k - preset_k), k))
+    rate = by_k[current].get("acceptance_rate")
+    verdict, target = rule_k(current, rate)
+    timed = [k for k in ks if by_k[k].get("speedup") is not None]
+    best = max(timed, key=lambda k: by_k[k]["speedup"]) if timed else current
+    speedup = by_k[best].get("speedup")
+    rate_text = f"{rate:.0%} of drafted tokens accepted at k={current}" if rate is not None else f"no drafts at k={current}"
+    threshold = {"raise": " (above 70%)", "lower": " (below 50%)", "keep": " (between 50% and 70%)"}[verdict]
+    rule = f"the guide's rule says {verdict} to {_level(target)}" if verdict != "keep" else f"the guide's rule says keep {_level(target)}"
+    if verdict != "keep" and target == current:
+        rule = f"the guide's rule would {verdict} k, and k={current} is already its {'largest' if verdict == 'raise' else 'smallest'} level"
+    best_text = f"k={best} measured fastest ({speedup:.2f}×)" if speedup is not None else "no k could be timed"
+    measured = ", ".join(map(str, ks))
+    if len(ks) == 1:
+        sentence = (f"{rate_text.capitalize()}{threshold}: {rule}; only k={ks[0]} was measured "
+                    f"({speedup:.2f}×)" if speedup is not None else f"{rate_text.capitalize()}{threshold}: {rule}")
+        sentence += "; measure more k (--k) to compare." + _suspect(by_k)
+        return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
+                      True, sentence)
+    agree = best == target or (target not in by_k and (best - current) * (target - current) > 0)
+    if best == target:
+        sentence = f"{rate_text.capitalize()}{threshold}: {rule}, and {best_text}: rule and measurement agree."
+    elif agree:
+        sentence = (f"{rate_text.capitalize()}{threshold}: {rule} (not measured; measured k={measured}); "
+                    f"{best_text}, in the rule's direction.")
+    else:
+        wants_more = target > best
+        sentence = (f"{rate_text.capitalize()}{threshold}: {rule}, but {best_text}: "
+                    f"{_why(by_k, wants_more, method, async_scheduling)}.")
+    return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
+                  agree, sentence + _suspect(by_k))
+
+
+def _suspect(by_k: dict[int, dict]) -> str:
+    low = [k for k, row in sorted(by_k.items()) if (row.get("step_cost_ratio") or 1) < IMPLAUSIBLE_COST]
+    if not low:
+        return ""
+    return (f" Caution: the step-cost factor is below 1 at k={', '.join(map(str, low))}, so the baseline's batch "
+            "probably ran slow; rerun before trusting these speedups.")

@@ -1,0 +1,180 @@
+"""The bench lab's charts, pure functions from bench rows to plotly figures: speedup against k, acceptance
+per draft position, speedup against temperature, throughput against concurrency (both engines), and for
+synthetic acceptance the predicted speedup next to the measured one.
+
+Each chart holds the other settings at one value (the lowest temperature, the lowest concurrency, the
+preset's k or the one measured nearest to it), so a line is a sweep of one setting and nothing else.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from specplay.bench.runner import accepted_shares, predicted_speedup
+from specplay.core import style
+from specplay.core.style import COLORS, PALETTE
+from specplay.core.events import BASELINE, SPECULATIVE
+
+HEIGHT = 340
+LEGEND_ABOVE_AT_MOST = 4  # lines whose legend fits in one row above the plot
+
+
+def _layout(title: str, x_title: str, y_title: str, **x) -> dict:
+    return style.layout(title, x_title, y_title, HEIGHT, {"l": 55, "r": 15, "t": 45, "b": 45}, x_axis=x)
+
+
+def _even(y: float = 1.0) -> dict:
+    """The 1× line: above it speculation pays."""
+    return {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
+            "line": {"color": "#888", "dash": "dot", "width": 1}}
+
+
+def reference(rows: list[dict], preset_k: int | None = None) -> dict:
+    """The value each chart holds the other settings at."""
+    ks = sorted({r["k"] for r in rows})
+    return {
+        "temperature": min((r["temperature"] for r in rows), default=0.0),
+        "concurrency": min((r["concurrency"] for r in rows), default=1),
+        "k": min(ks, key=lambda k: (abs(k - (preset_k or k)), k)) if ks else None,
+    }
+
+
+def _where(rows: list[dict], **fixed) -> list[dict]:
+    return [r for r in rows if all(r.get(k) == v for k, v in fixed.items())]
+
+
+def _groups(rows: list[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = {}
+    for row in rows:
+        out.setdefault(tuple(row.get(k) for k in keys), []).append(row)
+    return out
+
+
+def _name(keys: tuple[str, ...], values: tuple, rows: list[dict]) -> str:
+    """A line's name from the settings that vary between lines (a=0.7 for acceptance, c=8 ...)."""
+    short = {"concurrency": "c", "acceptance": "a", "temperature": "T", "k": "k"}
+    parts = []
+    for key, value in zip(keys, values):
+        if len({r.get(key) for r in rows}) > 1 or key == "workload":
+            parts.append(str(value) if key == "workload" else f"{short[key]}={value:g}")
+    return ", ".join(parts)
+
+
+def _order(values: tuple) -> tuple:
+    """Lines in the settings' natural order (c=8 before c=32), names alphabetically, unset last."""
+    return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) if v is not None else (2, 0, "")
+                 for v in values)
+
+
+def _lines(rows: list[dict], x: str, y: str, keys: tuple[str, ...], dash: str | None = None,
+           hover: str = "") -> list[dict]:
+    data = []
+    for i, (values, group) in enumerate(sorted(_groups(rows, keys).items(), key=lambda kv: _order(kv[0]))):
+        group = sorted((r for r in group if r.get(y) is not None), key=lambda r: r[x])
+        data.append({"type": "scatter", "mode": "lines+markers", "name": _name(keys, values, rows),
+                     "x": [r[x] for r in group], "y": [r[y] for r in group],
+                     "line": {"color": PALETTE[i % len(PALETTE)], "width": 2, **({"dash": dash} if dash else {})},
+                     "hovertemplate": f"{x}=%{{x}}<br>{hover or y}=%{{y:.2f}}<extra>%{{fullData.name}}</extra>"})
+    return data
+
+
+def _figure(data: list[dict], layout: dict) -> go.Figure:
+    if len(data) > LEGEND_ABOVE_AT_MOST:  # a long legend above the plot would cover the title: beside it
+        layout["legend"] = {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"}
+    return go.Figure({"data": data, "layout": layout}, _validate=False)  # dicts written to plotly's schema
+
+
+def speedup_vs_k(rows: list[dict], preset_k: int | None = None) -> go.Figure:
+    ref = reference(rows, preset_k)
+    picked = _where(rows, temperature=ref["temperature"])
+    layout = _layout(f"Speedup against k (T={ref['temperature']:g})", "k (num_speculative_tokens)", "speedup",
+                     dtick=1)
+    layout["shapes"] = [_even()]
+    return _figure(_lines(picked, "k", "speedup", ("workload", "concurrency", "acceptance"), hover="speedup"), layout)
+
+
+def acceptance_per_position(rows: list[dict], preset_k: int | None = None) -> go.Figure:
+    """Per workload, at the largest k measured: the share of drafts accepted at each position."""
+    ref = reference(rows, preset_k)
+    k = max((r["k"] for r in rows), default=0)
+    picked = _where(rows, temperature=ref["temperature"], concurrency=ref["concurrency"], k=k)
+    data = []
+    for i, row in enumerate(sorted(picked, key=lambda r: (r["workload"], r.get("acceptance") or 0))):
+        shares = accepted_shares(row)
+        name = row["workload"] + (f", a={row['acceptance']:g}" if row.get("acceptance") is not None else "")
+        data.append({"type": "bar", "name": name, "x": [str(p + 1) for p in range(len(shares))], "y": shares,
+                     "marker": {"color": PALETTE[i % len(PALETTE)]},
+                     "hovertemplate": "position %{x}: %{y:.0%} of drafts<extra>%{fullData.name}</extra>"})
+    layout = _layout(f"Accepted per draft position (k={k}, T={ref['temperature']:g}, c={ref['concurrency']})",
+                     "draft position", "share of drafts accepted", type="category")
+    layout["yaxis"].update(range=[0, 1.05], tickformat=".0%")
+    layout["barmode"] = "group"
+    return _figure(data, layout)
+
+
+def speedup_vs_temperature(rows: list[dict], preset_k: int | None = None) -> go.Figure:
+    ref = reference(rows, preset_k)
+    picked = _where(rows, concurrency=ref["concurrency"], k=ref["k"])
+    layout = _layout(f"Speedup against temperature (k={ref['k']}, c={ref['concurrency']})", "temperature", "speedup")
+    layout["shapes"] = [_even()]
+    return _figure(_lines(picked, "temperature", "speedup", ("workload", "acceptance"), hover="speedup"), layout)
+
+
+def throughput_vs_concurrency(rows: list[dict], preset_k: int | None = None) -> go.Figure:
+    """Output tokens/s of the whole batch against requests in flight: baseline dashed, speculative solid."""
+    ref = reference(rows, preset_k)
+    picked = _where(rows, temperature=ref["temperature"], k=ref["k"])
+    data = []
+    for role, dash in ((BASELINE, "dash"), (SPECULATIVE, None)):
+        lines = _lines(picked, "concurrency", f"throughput_{role}", ("workload", "acceptance"), dash=dash,
+                       hover="tokens/s")
+        for line in lines:
+            line["name"] = f"{line['name']} · {role}"
+            if len(lines) == 1:
+                line["line"]["color"] = COLORS[role]
+        data += lines
+    levels = sorted({r["concurrency"] for r in picked})
+    layout = _layout(f"Throughput against concurrency (k={ref['k']}, T={ref['temperature']:g})",
+                     "requests in flight (concurrency)", "output tokens/s (batch)", type="log",
+                     tickvals=levels, ticktext=[str(c) for c in levels])
+    return _figure(data, layout)
+
+
+def predicted_vs_measured(rows: list[dict]) -> go.Figure:
+    """Synthetic acceptance: measured speedup (solid) against k, next to 1 + Σ a^(i+1) (dotted), what a
+    verify step costing one plain forward pass would give. The gap is the step-cost factor."""
+    ref = reference(rows)
+    picked = [r for r in _where(rows, temperature=ref["temperature"], concurrency=ref["concurrency"])
+              if r.get("acceptance") is not None]
+    data = _lines(picked, "k", "speedup", ("workload", "acceptance"), hover="measured")
+    for line in data:
+        line["name"] = f"{line['name']} measured"
+    for i, a in enumerate(sorted({r["acceptance"] for r in picked})):
+        ks = sorted({r["k"] for r in picked if r["acceptance"] == a})
+        data.append({"type": "scatter", "mode": "lines", "name": f"a={a:g} predicted",
+                     "x": ks, "y": [round(predicted_speedup(a, k), 3) for k in ks],
+                     "line": {"color": PALETTE[i % len(PALETTE)], "dash": "dot", "width": 2},
+                     "hovertemplate": "k=%{x}<br>1 + Σ a^i = %{y:.2f}<extra>%{fullData.name}</extra>"})
+    layout = _layout(f"Predicted (verify = one pass) and measured speedup (c={ref['concurrency']})",
+                     "k (num_speculative_tokens)", "speedup", dtick=1)
+    layout["shapes"] = [_even()]
+    return _figure(data, layout)
+
+
+CHARTS = {  # file stem -> (figure function, the setting it sweeps: drawn only when that takes 2+ values)
+    "speedup_vs_k": (speedup_vs_k, "k"),
+    "acceptance_per_position": (acceptance_per_position, None),
+    "speedup_vs_temperature": (speedup_vs_temperature, "temperature"),
+    "throughput_vs_concurrency": (throughput_vs_concurrency, "concurrency"),
+}
+
+
+def figures(rows: list[dict], preset_k: int | None = None, synthetic: bool = False) -> dict[str, go.Figure]:
+    """Every chart the rows support: a sweep chart only when its setting took two or more values."""
+    out = {}
+    for stem, (make, swept) in CHARTS.items():
+        if swept is None or len({r[swept] for r in rows}) > 1:
+            out[stem] = make(rows, preset_k)
+    if synthetic and any(r.get("acceptance") is not None for r in rows):
+        out["predicted_vs_measured"] = predicted_vs_measured(rows)
+    return out

@@ -1,0 +1,179 @@
+"""A bench result into what people read and keep: the table (terminal and page), CSV, JSON, and the charts
+as HTML and PNG. Values come formatted by `playground.metrics`; only the compact column headers live here.
+
+PNG: plotly's `write_images` through kaleido (which drives a Chrome; the system chromium is used when
+there is one), else the HTML screenshotted by headless chromium, else none (the HTML is still written).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from specplay.run import metrics
+from specplay.bench.runner import SETTING_KEYS, accepted_shares
+from specplay.bench.charts import HEIGHT
+
+# Compact headers for the table; what each figure means and how it prints is metrics.BENCH_FIGURES'.
+TABLE_COLUMNS = {
+    "workload": "workload", "temperature": "T", "concurrency": "c", "k": "k", "acceptance": "a",
+    "speedup": "speedup", "tokens_per_step_ratio": "tok/step ×", "step_cost_ratio": "step cost ×",
+    "acceptance_rate": "accept", "mean_acceptance_length": "MAL", "predicted_speedup": "predicted",
+    "tokens_per_s_baseline": "tok/s b", "tokens_per_s_speculative": "tok/s s",
+    "throughput_baseline": "batch tok/s b", "throughput_speculative": "batch tok/s s",
+    "latency_p50_s_baseline": "p50 s b", "latency_p50_s_speculative": "p50 s s",
+    "latency_p90_s_baseline": "p90 s b", "latency_p90_s_speculative": "p90 s s", "identical": "identical",
+}
+PNG_WIDTH = 900
+CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """(headers, cells) with every figure formatted as metrics defines it; columns no row fills are left out
+    (no acceptance column without synthetic acceptance, no identity column above T=0 only)."""
+    figures = {column: figure for column, figure, _ in metrics.bench_columns()}
+    columns = [c for c in TABLE_COLUMNS
+               if any(r.get(c) is not None for r in rows) or (not rows and c in SETTING_KEYS[:4])]
+    cells = []
+    for row in rows:
+        line = []
+        for c in columns:
+            raw = row.get(c)
+            if c in figures:
+                text = metrics.fmt(raw, figures[c])
+                line.append(f"{text}/{row.get('requests', '?')}" if c == "identical" and raw is not None else text)
+            else:
+                line.append("—" if raw is None else f"{raw:g}" if isinstance(raw, float) else str(raw))
+        cells.append(line)
+    return [TABLE_COLUMNS[c] for c in columns], cells
+
+
+def text_table(rows: list[dict]) -> str:
+    headers, cells = table(rows)
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
+
+
+def csv_rows(rows: list[dict]) -> tuple[list[str], list[dict]]:
+    """Flat rows for the CSV: the accepted share per draft position spread over acceptance_pos_1..k."""
+    positions = max((len(r.get("accepted_per_position") or []) for r in rows), default=0)
+    flat = []
+    for row in rows:
+        out = {k: v for k, v in row.items() if k != "accepted_per_position"}
+        shares = accepted_shares(row)
+        out.update({f"acceptance_pos_{i + 1}": round(shares[i], 4) if i < len(shares) else None
+                    for i in range(positions)})
+        flat.append(out)
+    fields = list(dict.fromkeys(k for r in flat for k in r))
+    return fields, flat
+
+
+def write_results(out_dir: Path, result: dict, figures: dict, png: bool = True, log=None) -> dict:
+    """bench.csv, bench.json and each chart as <name>.html (+ .png); returns what was written, by kind."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: dict = {"csv": str(out_dir / "bench.csv"), "json": str(out_dir / "bench.json"), "html": [], "png": []}
+    fields, flat = csv_rows(result["rows"])
+    with open(written["csv"], "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(flat)
+    for stem, fig in figures.items():
+        path = out_dir / f"{stem}.html"
+        # plotly.min.js once next to the charts (not 4 MB inside each), so they open offline
+        fig.write_html(path, include_plotlyjs="directory", full_html=True, default_width=f"{PNG_WIDTH}px",
+                       default_height=f"{HEIGHT}px")
+        written["html"].append(str(path))
+    if png and figures:
+        written["png"], written["png_method"], error = write_pngs(out_dir, figures)
+        if error:
+            written["png_error"] = error
+            if log:
+                log(f"charts: no PNG ({error}); the HTML charts are written")
+    # the JSON last, so it lists the charts it comes with
+    Path(written["json"]).write_text(json.dumps({**result, "files": _relative(written, out_dir)}, indent=1) + "\n")
+    return written
+
+
+def merge_results(results: list[dict]) -> dict:
+    """Bench results of one preset, measured in separate runs (a sweep split to fit a time limit), as one:
+    rows in order, a later run's row replacing an earlier one for the same setting; each row's speedup
+    still compares engines measured in its own run. The advice is worked out again over all rows."""
+    from specplay.bench.advice import advise
+
+    if len({r.get("preset") for r in results}) > 1:
+        raise ValueError("these results are of different presets: " + ", ".join(sorted(
+            str(r.get("preset")) for r in results)))
+    by_setting: dict[tuple, dict] = {}
+    for result in results:
+        for row in result["rows"]:
+            by_setting[tuple(row.get(key) for key in SETTING_KEYS)] = row
+    merged = {**results[0], "rows": list(by_setting.values())}
+    merged["engines"] = {k: v for r in results for k, v in (r.get("engines") or {}).items()}
+    settings = [r.get("settings") or {} for r in results]
+    merged["settings"] = {**settings[0], **{
+        key: sorted({v for s in settings for v in s.get(key) or []}, key=str)
+        for key in ("workloads", "concurrency", "k", "temperature", "acceptance")}}
+    stamps = [r.get(key) for r in results for key in ("started_utc", "finished_utc") if r.get(key)]
+    merged["started_utc"], merged["finished_utc"] = (min(stamps), max(stamps)) if stamps else (None, None)
+    merged["cancelled"] = any(r.get("cancelled") for r in results)
+    merged["command"] = [c for r in results for c in (r["command"] if isinstance(r.get("command"), list)
+                                                       else [r.get("command")]) if c]
+    spec = next((e.get("speculative", {}) for e in merged["engines"].values()), {})
+    merged["advice"] = [dataclasses.asdict(a) for a in advise(merged["rows"], merged.get("loaded_k"), merged.get("method"),
+                                                spec.get("async_scheduling"))]
+    return merged
+
+
+def _relative(written: dict, out_dir: Path) -> dict:
+    rel = lambda p: os.path.relpath(p, out_dir)  # noqa: E731
+    return {k: ([rel(p) for p in v] if isinstance(v, list) else rel(v) if k in ("csv", "json") else v)
+            for k, v in written.items()}
+
+
+def find_chromium() -> str | None:
+    return next((path for name in CHROMIUMS if (path := shutil.which(name))), None)
+
+
+def write_pngs(out_dir: Path, figures: dict) -> tuple[list[str], str | None, str | None]:
+    """(PNG paths, "kaleido" | "chromium" | None, why not when none)."""
+    paths = [out_dir / f"{stem}.png" for stem in figures]
+    errors = []
+    try:
+        import kaleido  # noqa: F401
+        import plotly.io as pio
+
+        chromium = find_chromium()
+        if chromium:  # kaleido looks for a Chrome of its own first; Debian's chromium does the job
+            os.environ.setdefault("BROWSER_PATH", chromium)
+        # one browser session for all the charts (each start costs seconds)
+        pio.write_images(list(figures.values()), paths, width=PNG_WIDTH, height=HEIGHT, scale=1.5)
+        return [str(p) for p in paths], "kaleido", None
+    except Exception as exc:
+        errors.append(f"kaleido: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    chromium = find_chromium()
+    if chromium is None:
+        return [], None, "; ".join(errors + ["no chromium on PATH"])
+    try:
+        for stem, path in zip(figures, paths):
+            screenshot(chromium, out_dir / f"{stem}.html", path)
+        return [str(p) for p in paths], "chromium", None
+    except Exception as exc:
+        return [], None, "; ".join(errors + [f"chromium: {exc}"])
+
+
+def screenshot(chromium: str, html: Path, png: Path, timeout: float = 60) -> None:
+    """Headless chromium renders the chart's HTML (plotly.js from the same folder) into a PNG."""
+    png.unlink(missing_ok=True)
+    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--window-size={PNG_WIDTH + 20},{HEIGHT + 20}", "--virtual-time-budget=5000",
+                    f"--screenshot={png}", html.resolve().as_uri()],
+                   capture_output=True, timeout=timeout, check=False)
+    if not png.is_file() or png.stat().st_size == 0:
+        raise RuntimeError(f"chromium wrote no screenshot of {html.name}")

@@ -1,0 +1,385 @@
+"""The bench lab's runner: where speculation pays, measured over workloads × temperature × concurrency × k
+(× synthetic acceptance), one row per setting, on one engine pair. No Gradio, no vLLM: the engines are
+reached through EnginePair only.
+
+Each engine is measured alone: the baseline's batch, then the speculative one's (`EnginePair.run_batch`).
+The baseline doesn't depend on k or acceptance, so it is measured once per (workload, temperature,
+concurrency) and reused; another k (or acceptance) restarts only the speculative engine
+(`swap_speculative`, which reuses the compile cache). Figures are pooled over the batch's requests
+(sum of decode tokens / sum of decode seconds, ...), so speedup = tokens_per_step_ratio / step_cost_ratio
+exactly, as for a single run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import itertools
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from specplay.run import metrics
+from specplay.bench.advice import advise
+from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
+from specplay.presets.catalog import Preset, engine_settings, resolve_model
+from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, token_id_prompts
+
+TOKEN_IDS = "token-ids"  # the workload of presets without a tokenizer (dummy weights)
+TOKEN_ID_PROMPT_LENGTH = 128
+DEFAULT_TEXT_WORKLOADS = ("code", "chat")
+SETTING_KEYS = ("workload", "temperature", "concurrency", "k", "acceptance")
+WARMUP_TOKENS = 8
+# A short prompt of its own for warm-ups, so they leave nothing of a measured prompt in the prefix cache.
+WARMUP_TEXT = "Count from one to twenty."
+WARMUP_IDS = tuple(range(2000, 2064))
+
+
+class BenchError(ValueError):
+    """The bench's settings can't run as given; the message says which setting and why."""
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    preset: str
+    workloads: tuple[str, ...] = ()  # names or JSONL paths; empty: code and chat (token ids without a tokenizer)
+    n: int = 4  # prompts per workload
+    concurrency: tuple[int, ...] = (1,)
+    k: tuple[int, ...] = ()  # empty: the preset's k
+    temperature: tuple[float, ...] = (0.0,)
+    acceptance: tuple[float, ...] = ()  # synthetic presets only; empty: the preset's own
+    max_tokens: int | None = None  # None: the preset's default
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One speculative engine to load: k, and for synthetic acceptance the per-draft acceptance a."""
+
+    k: int
+    acceptance: float | None = None
+
+    @property
+    def label(self) -> str:
+        return f"k={self.k}" + (f", a={self.acceptance:g}" if self.acceptance is not None else "")
+
+
+@dataclass(frozen=True)
+class Setting:
+    workload: str
+    temperature: float
+    concurrency: int
+    k: int
+    acceptance: float | None = None
+
+    @property
+    def variant(self) -> Variant:
+        return Variant(self.k, self.acceptance)
+
+
+@dataclass(frozen=True)
+class Plan:
+    variants: tuple[Variant, ...]  # in run order: the loaded one first, so it needs no restart
+    settings: tuple[Setting, ...]  # one row each, in run order
+    baseline_batches: int
+    restarts: int  # speculative engine starts (the restore at the end included)
+
+    @property
+    def units(self) -> int:
+        """Progress units: one per measured batch and one per engine restart."""
+        return self.baseline_batches + len(self.settings) + self.restarts
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    total: int
+    message: str
+    row: dict | None = None  # set when this step finished a row
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 1.0
+
+
+# -- settings ---------------------------------------------------------------------------------------------
+def is_synthetic(preset: Preset) -> bool:
+    return preset.speculative_config.get("rejection_sample_method") == "synthetic"
+
+
+def synthetic_rates(acceptance: float, k: int) -> list[float]:
+    """Unconditional acceptance per draft position when each token is accepted with probability a given
+    the ones before it: a, a², a³, ... (the dummy presets' 0.7, 0.49, 0.343)."""
+    return [round(acceptance ** (i + 1), 6) for i in range(k)]
+
+
+def predicted_speedup(acceptance: float, k: int) -> float:
+    """Tokens per step expected from the rates, 1 + Σ a^(i+1): the speedup if a verify step cost exactly
+    one plain forward pass and drafting were free."""
+    return 1 + sum(synthetic_rates(acceptance, k))
+
+
+def loaded_variant(preset: Preset) -> Variant:
+    rates = preset.speculative_config.get("synthetic_acceptance_rates") if is_synthetic(preset) else None
+    return Variant(preset.num_speculative_tokens, float(rates[0]) if rates else None)
+
+
+def variant_preset(preset: Preset, variant: Variant) -> Preset:
+    """A copy of the preset whose speculative_config has this k (and synthetic rates)."""
+    if variant == loaded_variant(preset):
+        return preset
+    spec = dict(preset.speculative_config, num_speculative_tokens=variant.k)
+    if variant.acceptance is not None:
+        spec["synthetic_acceptance_rates"] = synthetic_rates(variant.acceptance, variant.k)
+    return dataclasses.replace(preset, speculative_config=spec)
+
+
+def check(settings: BenchSettings, preset: Preset) -> None:
+    def bad(what: str, expected: str, got) -> None:
+        raise BenchError(f"{what}: expected {expected}, got {got!r}")
+
+    if not 1 <= settings.n <= 1000:
+        bad("n", "1 to 1000 prompts per workload", settings.n)
+    for c in settings.concurrency or bad("concurrency", "at least one value", ()):
+        if not 1 <= c <= 512:
+            bad("concurrency", "requests in flight from 1 to 512", c)
+    for k in settings.k:
+        if not 1 <= k <= 16:
+            bad("k", "num_speculative_tokens from 1 to 16", k)
+    for t in settings.temperature or bad("temperature", "at least one value", ()):
+        if not 0 <= t <= 2:
+            bad("temperature", "0 to 2", t)
+    if settings.acceptance and not is_synthetic(preset):
+        raise BenchError(f"acceptance: {preset.name} measures real acceptance; --acceptance applies to presets "
+                         "with rejection_sample_method: synthetic (the dummy-* presets)")
+    for a in settings.acceptance:
+        if not 0 <= a <= 1:
+            bad("acceptance", "a probability from 0 to 1", a)
+    limit = preset.target["max_model_len"] // 2
+    if settings.max_tokens is not None and not 1 <= settings.max_tokens <= limit:
+        bad("max tokens", f"1 to half of max_model_len ({limit})", settings.max_tokens)
+
+
+def make_plan(settings: BenchSettings, preset: Preset, workloads: list[str], restore: bool = False) -> Plan:
+    """What runs, in order. The baseline batches count once per (workload, temperature, concurrency)."""
+    check(settings, preset)
+    loaded = loaded_variant(preset)
+    ks = tuple(dict.fromkeys(settings.k)) or (loaded.k,)
+    accs = (tuple(dict.fromkeys(settings.acceptance)) or (loaded.acceptance,)) if loaded.acceptance is not None else (None,)
+    variants = [Variant(k, a) for k in ks for a in accs]
+    variants.sort(key=lambda v: v != loaded)  # stable: the loaded one first, the rest as given
+    temps, concs = tuple(dict.fromkeys(settings.temperature)), tuple(dict.fromkeys(settings.concurrency))
+    rows = tuple(Setting(w, t, c, v.k, v.acceptance)
+                 for v in variants for w, t, c in itertools.product(workloads, temps, concs))
+    restarts = sum(v != loaded for v in variants)
+    restarts += 1 if restore and variants[-1] != loaded else 0
+    return Plan(tuple(variants), rows, len(workloads) * len(temps) * len(concs), restarts)
+
+
+def load_prompts(settings: BenchSettings, preset: Preset) -> dict[str, list]:
+    """{workload name: its first n prompts}. Presets without a tokenizer get repeatable token ids."""
+    if preset.prompt_input == "token_ids":
+        if not settings.workloads:
+            return {TOKEN_IDS: token_id_prompts(settings.n, TOKEN_ID_PROMPT_LENGTH, _vocab_size(preset))}
+        named = [w for w in settings.workloads if w in WORKLOADS]
+        if named:
+            raise BenchError(f"{preset.name} has no tokenizer (dummy weights): text workloads ({', '.join(named)}) "
+                             "can't run; leave --workloads out for token-id prompts, or give a JSONL of prompt_token_ids")
+    out: dict[str, list] = {}
+    for name_or_path in settings.workloads or DEFAULT_TEXT_WORKLOADS:
+        try:
+            prompts = load_workload(name_or_path, settings.n)
+        except WorkloadError as exc:
+            raise BenchError(str(exc)) from None
+        name = prompts[0].workload
+        if name in out:
+            raise BenchError(f"workloads: {name!r} is given twice")
+        if preset.prompt_input == "token_ids" and any(p.prompt_token_ids is None for p in prompts):
+            raise BenchError(f"{name_or_path}: {preset.name} has no tokenizer: every line needs prompt_token_ids")
+        out[name] = prompts
+    return out
+
+
+def _vocab_size(preset: Preset) -> int:
+    try:
+        config = json.loads((Path(resolve_model(preset.target["model"])) / "config.json").read_text())
+        return int(config["vocab_size"])
+    except (OSError, KeyError, ValueError, TypeError):
+        return 128256  # Llama 3's: what the dummy presets are shaped like
+
+
+# -- figures of a batch -------------------------------------------------------------------------------------
+def engine_figures(batch) -> dict:
+    """One engine's pooled figures over a BatchResult: decode rate, tokens per step and step time as sums
+    over requests (so rate = tokens per step / step time exactly), the batch's throughput and latencies."""
+    traces = [t for t in batch.traces if t.step_sizes]
+    decode_tokens = sum(len(t.token_ids) - t.step_sizes[0] for t in traces if t.decode_steps)
+    seconds = sum(t.decode_seconds for t in traces if t.decode_steps)
+    steps = sum(t.decode_steps for t in traces)
+    latencies = sorted(t.total_seconds for t in traces if t.total_seconds is not None)
+    tokens = sum(len(t.token_ids) for t in traces)
+    return {
+        "tokens_per_s": decode_tokens / seconds if seconds > 0 else None,
+        "tokens_per_step": decode_tokens / steps if steps else None,
+        "step_seconds": seconds / steps if steps and seconds > 0 else None,
+        "throughput": tokens / batch.wall_seconds if batch.wall_seconds > 0 else None,
+        "latency_p50_s": percentile(latencies, 0.5),
+        "latency_p90_s": percentile(latencies, 0.9),
+        "tokens": tokens,
+    }
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Linear interpolation between the closest ranks (numpy's default)."""
+    if not sorted_values:
+        return None
+    pos = q * (len(sorted_values) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False) -> dict:
+    """The row of one setting from its two BatchResults (baseline and speculative)."""
+    figs = {BASELINE: engine_figures(baseline), SPECULATIVE: engine_figures(speculative)}
+    b, s, c = figs[BASELINE], figs[SPECULATIVE], speculative.counters
+    same = None
+    if setting.temperature == 0 and not synthetic:  # synthetic acceptance keeps random drafts: no identity
+        same = sum(x.token_ids == y.token_ids for x, y in zip(baseline.traces, speculative.traces))
+    raw = {
+        "speedup": _ratio(s["tokens_per_s"], b["tokens_per_s"]),
+        "tokens_per_step_ratio": _ratio(s["tokens_per_step"], b["tokens_per_step"]),
+        "step_cost_ratio": _ratio(s["step_seconds"], b["step_seconds"]),
+        "acceptance_rate": c.acceptance_rate,
+        "mean_acceptance_length": c.mean_acceptance_length,
+        "predicted_speedup": predicted_speedup(setting.acceptance, setting.k) if setting.acceptance is not None else None,
+        "throughput_ratio": _ratio(s["throughput"], b["throughput"]),
+        "identical": same,
+    }
+    row = {key: getattr(setting, key) for key in SETTING_KEYS}
+    row.update(requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
+               num_accepted=c.num_accepted_tokens, accepted_per_position=list(c.accepted_per_position),
+               acceptance_source=getattr(speculative, "counters_source", None))
+    for column, figure, role in metrics.bench_columns():
+        value = raw[figure.key] if role is None else figs[role][figure.key]
+        row[column] = metrics.rounded(value, figure)
+    row.update(tokens_baseline=b["tokens"], tokens_speculative=s["tokens"])
+    return row
+
+
+def accepted_shares(row: dict) -> list[float]:
+    """Per draft position, the share of drafts whose token there was accepted."""
+    drafts = row.get("num_drafts") or 0
+    return [n / drafts if drafts else 0.0 for n in row.get("accepted_per_position") or []]
+
+
+# -- the run ------------------------------------------------------------------------------------------------
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class BenchRun:
+    """A bench on a started pair. Iterate `run()` for progress (rows as they finish); `result()` any time."""
+
+    def __init__(self, pair, preset: Preset, settings: BenchSettings, prompts: dict[str, list], hardware,
+                 cancel: threading.Event | None = None, restore: bool = False, warmup: bool = True):
+        self.pair, self.preset, self.settings, self.prompts = pair, preset, settings, prompts
+        self.hardware, self.cancel, self.restore, self.warmup = hardware, cancel, restore, warmup
+        self.plan = make_plan(settings, preset, list(prompts), restore)
+        self.max_tokens = settings.max_tokens or preset.default_max_tokens
+        self.rows: list[dict] = []
+        self.engines: dict[str, dict] = {}  # variant label -> pair.engine_info() while it was loaded
+        self.started, self.finished = _now(), None
+        self._loaded = loaded_variant(preset)
+        self._warm: set = set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.cancel is not None and self.cancel.is_set()
+
+    def run(self) -> Iterator[Progress]:
+        plan, done = self.plan, 0
+        baselines: dict[tuple, object] = {}
+        original = loaded_variant(self.preset)
+        try:
+            for variant in plan.variants:
+                if self.cancelled:
+                    break
+                if variant != self._loaded:
+                    yield Progress(done, plan.units, f"loading the speculative engine with {variant.label}")
+                    self._swap(variant)
+                    done += 1
+                self.engines[variant.label] = self.pair.engine_info()
+                for setting in (s for s in plan.settings if s.variant == variant):
+                    key = (setting.workload, setting.temperature, setting.concurrency)
+                    where = f"{setting.workload} · T={setting.temperature:g} · c={setting.concurrency}"
+                    if key not in baselines:
+                        yield Progress(done, plan.units, f"baseline · {where}")
+                        baselines[key] = self._measure(BASELINE, setting)
+                        done += 1
+                    yield Progress(done, plan.units, f"speculative {variant.label} · {where}")
+                    spec = self._measure(SPECULATIVE, setting)
+                    if self.cancelled or spec.cancelled or baselines[key].cancelled:
+                        break
+                    done += 1
+                    row = bench_row(setting, baselines[key], spec, synthetic=is_synthetic(self.preset))
+                    self.rows.append(row)
+                    yield Progress(done, plan.units, f"done: speculative {variant.label} · {where}", row=row)
+            if self.restore and self._loaded != original:
+                yield Progress(done, plan.units, "loading the preset's own speculative engine back")
+                self._swap(original)
+                done += 1
+        finally:
+            if self.restore and self._loaded != original:  # stopped or failed half-way: put it back anyway
+                self._swap(original)
+            self.finished = _now()
+        yield Progress(plan.units if not self.cancelled else done, plan.units,
+                       "stopped" if self.cancelled else "finished")
+
+    def _swap(self, variant: Variant) -> None:
+        preset = variant_preset(self.preset, variant)
+        _, speculative = engine_settings(preset, self.hardware)
+        self.pair.swap_speculative(speculative, tag=preset)
+        self._loaded = variant
+
+    def _requests(self, setting: Setting) -> list[GenerationRequest]:
+        """The workload's prompts, cycled up to the concurrency when it is higher, so that c are in flight."""
+        prompts = self.prompts[setting.workload]
+        count = max(len(prompts), setting.concurrency)
+        return [GenerationRequest(prompt=p.prompt or "", prompt_token_ids=p.prompt_token_ids,
+                                  max_tokens=self.max_tokens, temperature=setting.temperature,
+                                  seed=self.settings.seed + i, ignore_eos=self.preset.ignore_eos)
+                for i, p in zip(range(count), itertools.cycle(prompts))]
+
+    def _measure(self, role: str, setting: Setting):
+        c = setting.concurrency
+        engine_key = (role, id(self.pair.engines[role]), c)
+        if self.warmup and engine_key not in self._warm:  # first batch of this shape on this engine
+            ids = WARMUP_IDS if self.preset.prompt_input == "token_ids" else None
+            warm = GenerationRequest(prompt=WARMUP_TEXT, prompt_token_ids=ids, max_tokens=WARMUP_TOKENS,
+                                     ignore_eos=True)
+            self.pair.run_batch(role, [warm] * c, c, cancel=self.cancel)
+            self._warm.add(engine_key)
+        return self.pair.run_batch(role, self._requests(setting), c, cancel=self.cancel)
+
+    def result(self) -> dict:
+        """Everything the bench measured, as the JSON file holds it."""
+        spec_info = next(iter(self.engines.values()), {}).get(SPECULATIVE, {})
+        return {
+            "preset": self.preset.name, "method": self.preset.method, "loaded_k": self.preset.num_speculative_tokens,
+            "synthetic": is_synthetic(self.preset), "machine": self.hardware.describe(),
+            "device": self.hardware.device,
+            "settings": {**dataclasses.asdict(self.settings), "workloads": list(self.prompts),
+                         "max_tokens": self.max_tokens},
+            "started_utc": self.started, "finished_utc": self.finished, "cancelled": self.cancelled,
+            "engines": self.engines,
+            "rows": self.rows,
+            "advice": [dataclasses.asdict(a) for a in advise(self.rows, self.preset.num_speculative_tokens,
+                                                             self.preset.method, spec_info.get("async_scheduling"))],
+        }

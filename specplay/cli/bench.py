@@ -1,0 +1,193 @@
+"""`python -m specplay bench`: the bench lab from the command line. A text progress bar on stderr;
+the table and the advice on stdout (or one JSON object with --json); CSV, JSON and charts under --out.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+EXIT_BAD_SETTINGS = 2
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--preset", help="the preset to bench (required unless --replot)")
+    p.add_argument("--workloads", default="",
+                   help="comma-separated workload names (code, chat, conversations, rewrite, summarize, qa) or "
+                        "paths to your own JSONL; default code,chat (token ids for presets without a tokenizer)")
+    p.add_argument("--n", type=int, default=4, help="prompts per workload (default 4)")
+    p.add_argument("--concurrency", default="1", help="requests in flight per engine, e.g. 1,8,32 (default 1)")
+    p.add_argument("--k", default="", help="num_speculative_tokens values, e.g. 1,3,5,7 (default: the preset's)")
+    p.add_argument("--temperature", default="0", help="e.g. 0,0.5,1.0 (default 0)")
+    p.add_argument("--acceptance", default="",
+                   help="synthetic acceptance per draft token, e.g. 0.5,0.7,0.9 (presets with "
+                        "rejection_sample_method: synthetic; position i is accepted with a^i)")
+    p.add_argument("--max-tokens", type=int, default=None, help="per request (default: the preset's)")
+    p.add_argument("--out", default=None, help="results folder (default bench-results/<preset>-<UTC time>/)")
+    p.add_argument("--no-png", action="store_true", help="write the charts as HTML only")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--replot", metavar="DIR", nargs="+", default=None,
+                   help="no engines: redraw the charts (and CSV) of the bench.json in DIR, into --out or DIR "
+                        "(e.g. PNGs on a machine with chromium for a bench run on one without); several DIRs "
+                        "of one preset (a sweep split over runs) merge into one result, into --out")
+
+
+def _list(flag: str, text: str, kind):
+    try:
+        return tuple(kind(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise SystemExit(f"{flag}: expected {kind.__name__}s separated by commas, got {text!r}") from None
+
+
+def settings_from_args(args):
+    from specplay.bench.runner import BenchSettings
+    from specplay.bench.workloads import split_names
+
+    return BenchSettings(
+        preset=args.preset, workloads=tuple(split_names(args.workloads)), n=args.n,
+        concurrency=_list("--concurrency", args.concurrency, int), k=_list("--k", args.k, int),
+        temperature=_list("--temperature", args.temperature, float),
+        acceptance=_list("--acceptance", args.acceptance, float), max_tokens=args.max_tokens,
+    )
+
+
+class ProgressBar:
+    """One line, redrawn in place on a terminal; one line per new step when stderr is a file or a pipe."""
+
+    def __init__(self, stream=None, width: int = 28):
+        self.stream, self.width = stream or sys.stderr, width
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.started = time.monotonic()
+        self.last = None
+
+    def __call__(self, done: int, total: int, message: str) -> None:
+        frac = done / total if total else 1.0
+        filled = int(round(frac * self.width))
+        elapsed = int(time.monotonic() - self.started)
+        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {frac:4.0%} "
+                f"{elapsed // 60}:{elapsed % 60:02d}  {message}")
+        if self.tty:
+            self.stream.write("\r" + line[:160].ljust(160))
+        elif line != self.last:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+        self.last = line
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def default_out(preset: str) -> Path:
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path("bench-results") / f"{preset}-{stamp}"
+
+
+def run_cli(args, pair=None) -> int:
+    """Start the preset's pair, bench it, shut it down. With `pair` (started, this preset's; tests and
+    embedding), bench that one instead and leave it running as it was found."""
+    from specplay.bench.runner import BenchError, BenchRun, load_prompts, make_plan
+    from specplay.bench.charts import figures
+    from specplay.bench.outputs import write_results
+    from specplay.run.pairs import open_pair
+    from specplay.core.hardware import detect
+    from specplay.presets.catalog import availability, get_preset
+
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the table or the JSON)
+    if args.replot:
+        return replot(args, log)
+    if not args.preset:
+        raise SystemExit("bench: --preset is required (or --replot DIR)")
+    preset = get_preset(args.preset)
+    hardware = detect()
+    where = availability(preset, hardware)
+    if not where.runnable:
+        raise SystemExit(f"{preset.name} can't run here: {where.reason}")
+    settings = settings_from_args(args)
+    try:  # everything checkable is checked before the engines take minutes to start
+        prompts = load_prompts(settings, preset)
+        plan = make_plan(settings, preset, list(prompts))
+    except BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    out = Path(args.out) if args.out else default_out(preset.name)
+    log(f"bench {preset.name}: {len(plan.settings)} rows ({', '.join(prompts)}; {len(plan.variants)} speculative "
+        f"engine(s), {plan.restarts} restart(s)), {plan.baseline_batches + len(plan.settings)} batches; results in {out}")
+    own = pair is None
+    if not own and getattr(pair.tag, "name", None) != preset.name:
+        raise SystemExit(f"bench: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
+    pair = open_pair(preset, hardware, log=log) if own else pair
+    cancel = threading.Event()
+    bar = ProgressBar()
+    bench = None
+    try:
+        if own:
+            pair.start(progress=lambda msg, frac: log(f"[start {frac:4.0%}] {msg}"))
+        bench = BenchRun(pair, preset, settings, prompts, hardware, cancel=cancel, restore=not own)
+        try:
+            for step in bench.run():
+                bar(step.done, step.total, step.message)
+        except KeyboardInterrupt:
+            cancel.set()
+            log("\ninterrupted: writing what was measured")
+        bar.close()
+    finally:
+        if own:
+            pair.shutdown()
+    result = bench.result()
+    result["command"] = "python -m specplay " + " ".join(sys.argv[1:])
+    written = write_results(out, result, figures(result["rows"], preset.num_speculative_tokens, result["synthetic"]),
+                            png=not args.no_png, log=log)
+    report(result, written, args.json)
+    return 130 if bench.cancelled else 0
+
+
+def report(result: dict, written: dict, as_json: bool) -> None:
+    from specplay.bench.outputs import text_table
+
+    if as_json:
+        print(json.dumps({**result, "files": written}))
+        return
+    print(text_table(result["rows"]))
+    print()
+    for advice in result.get("advice") or []:
+        where = f"{advice['workload']}, T={advice['temperature']:g}, c={advice['concurrency']}"
+        where += f", a={advice['acceptance']:g}" if advice["acceptance"] is not None else ""
+        print(f"{where}: {advice['sentence']}")
+    print(f"\nresults: {written['csv']}, {written['json']}; charts: "
+          f"{', '.join(Path(p).name for p in written['png'] or written['html'])}")
+
+
+def replot(args, log) -> int:
+    from specplay.bench.charts import figures
+    from specplay.bench.outputs import merge_results, write_results
+
+    results = []
+    for source in map(Path, args.replot):
+        path = source / "bench.json" if source.is_dir() else source
+        try:
+            results.append(json.loads(path.read_text()))
+            results[-1]["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"error: {path}: not a bench result ({exc})", file=sys.stderr)
+            return EXIT_BAD_SETTINGS
+    if len(results) > 1 and not args.out:
+        print("error: --replot with several results needs --out", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    try:
+        result = merge_results(results) if len(results) > 1 else results[0]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    rows = result["rows"]
+    result.pop("files", None)
+    out = Path(args.out) if args.out else path.parent
+    written = write_results(out, result, figures(rows, result.get("loaded_k"), result.get("synthetic", False)),
+                            png=not args.no_png, log=log)
+    report(result, written, args.json)
+    return 0

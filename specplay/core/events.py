@@ -1,0 +1,129 @@
+"""Plain data passed between the engine layer and everything above it (no vLLM, no Gradio)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+BASELINE = "baseline"
+SPECULATIVE = "speculative"
+ROLES = (BASELINE, SPECULATIVE)
+
+# Where a run's acceptance counters came from: vLLM's per-request metrics of each request (exact whatever
+# else the engine runs; vLLM >= 0.29), or the difference of the engine's stat-logger counters before and
+# after the run (exact only while the run has the engine to itself).
+PER_REQUEST, ENGINE_DELTA = "per-request", "engine delta"
+
+
+@dataclass(frozen=True)
+class SpecDecodeCounters:
+    """vLLM's spec-decode counters (vllm:spec_decode_num_drafts, _num_draft_tokens, _num_accepted_tokens,
+    _num_accepted_tokens_per_pos), kept per engine by its own stat logger, or one request's (from_histogram)."""
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    accepted_per_position: tuple[int, ...] = ()
+
+    @classmethod
+    def from_histogram(cls, histogram, num_draft_tokens: int) -> "SpecDecodeCounters":
+        """One request's counters from vLLM's per-request metrics (RequestSpecDecodeMetrics): `histogram[j]`
+        verification steps accepted j drafted tokens. A step that accepted j accepted positions 0..j-1
+        (acceptance stops at the first rejection), so position i was accepted by the steps with j > i."""
+        counts = [int(n) for n in histogram]
+        return cls(
+            num_drafts=sum(counts),
+            num_draft_tokens=int(num_draft_tokens),
+            num_accepted_tokens=sum(j * n for j, n in enumerate(counts)),
+            accepted_per_position=tuple(sum(counts[i + 1:]) for i in range(max(0, len(counts) - 1))),
+        )
+
+    def _combine(self, other: "SpecDecodeCounters", sign: int) -> "SpecDecodeCounters":
+        width = max(len(self.accepted_per_position), len(other.accepted_per_position))
+        mine = list(self.accepted_per_position) + [0] * (width - len(self.accepted_per_position))
+        theirs = list(other.accepted_per_position) + [0] * (width - len(other.accepted_per_position))
+        return SpecDecodeCounters(
+            self.num_drafts + sign * other.num_drafts,
+            self.num_draft_tokens + sign * other.num_draft_tokens,
+            self.num_accepted_tokens + sign * other.num_accepted_tokens,
+            tuple(a + sign * b for a, b in zip(mine, theirs)),
+        )
+
+    def minus(self, earlier: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        return self._combine(earlier, -1)
+
+    def plus(self, other: "SpecDecodeCounters") -> "SpecDecodeCounters":
+        return self._combine(other, 1)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """accepted / drafted tokens, as vLLM defines it."""
+        return self.num_accepted_tokens / self.num_draft_tokens if self.num_draft_tokens else None
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        """1 + accepted / drafts: tokens emitted per verification step that had a draft."""
+        return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What to run through both engines. `prompt_token_ids` bypasses the tokenizer (dummy-weight presets);
+    otherwise `prompt` is wrapped in the model's chat template when it has one."""
+
+    prompt: str = ""
+    prompt_token_ids: tuple[int, ...] | None = None
+    max_tokens: int = 128
+    temperature: float = 0.0
+    seed: int = 0
+    ignore_eos: bool = False
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """One engine step as streamed (vLLM RequestOutputKind.DELTA): on the speculative engine a decode step
+    emits accepted drafts + 1 tokens. `time` is time.monotonic() when the chunk arrived."""
+
+    engine: str
+    step: int
+    token_ids: tuple[int, ...]
+    text: str
+    time: float
+    submitted_at: float
+    finished: bool = False
+    finish_reason: str | None = None
+    # Speculative engine only: its counters since this run started, read as this chunk arrived (on the
+    # last chunk, the request's own counters where vLLM reports them: see RunFinished.counters_source).
+    counters: SpecDecodeCounters | None = None
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """First event of a run: the prompt both engines got and how they run it ("concurrent": both at once,
+    as in the demo; "sequential": one after the other, so neither slows the other, as in benchmarks)."""
+
+    run_id: str
+    prompt_token_ids: tuple[int, ...]
+    schedule: str
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """Last event of a run; `error` is set if it failed, `cancelled` if Stop was pressed. `counters` are the
+    speculative request's, from PER_REQUEST or ENGINE_DELTA (`counters_source`)."""
+
+    run_id: str
+    finished_at: float
+    counters: SpecDecodeCounters = field(default_factory=SpecDecodeCounters)
+    cancelled: bool = False
+    error: str | None = None
+    counters_source: str = ENGINE_DELTA
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Everything needed to start one engine: AsyncEngineArgs keyword arguments and the environment its
+    engine-core process must see (vLLM's CPU backend reads its core binding and KV size from there)."""
+
+    role: str
+    engine_args: dict
+    env: dict = field(default_factory=dict)

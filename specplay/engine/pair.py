@@ -1,0 +1,350 @@
+"""The baseline and speculative engines, resident together, driven from ordinary (threaded) code.
+
+Both engines live on one asyncio loop in a background thread. That loop only moves engine outputs into
+a queue, so it keeps up with every step: vLLM merges DELTA chunks a slow consumer hasn't taken yet, and a
+merged chunk would hide how many tokens a verification step accepted. Callers (CLI, page, benchmark)
+iterate `stream()` at their own pace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from specplay.core.events import EngineSettings
+from specplay.core.trace import EngineTrace
+from specplay.engine.vllm_engine import Engine, EngineStartError, PromptError
+from specplay.core.events import (
+    BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, GenerationRequest, RunFinished, RunStarted,
+    SpecDecodeCounters, StepEvent,
+)
+
+# A short prompt that repeats itself, so warm-up exercises drafting too (the n-gram proposer compiles its
+# matcher on first use, which would otherwise land in the first user's time to first token).
+WARMUP_PROMPT = "Repeat after me: one two three four, one two three four, one two three four."
+
+ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
+# Run ids ("run-N") in the order runs take the engines, over the process's life: the load test reads the
+# page's FIFO order from them.
+_RUN_NUMBERS = itertools.count()
+
+
+class _EngineFailed(RuntimeError):
+    """One engine's stream failed mid-run (its process died, most often): the message names the engine."""
+
+    def __init__(self, role: str, exc: Exception):
+        # vLLM points at a log the page's visitors can't see
+        detail = str(exc).split(" See stack trace")[0].strip().rstrip(".")
+        super().__init__(f"the {role} engine failed ({type(exc).__name__}: {detail})")
+
+
+@dataclass
+class BatchResult:
+    """One engine's batch (`EnginePair.run_batch`): each request's trace in submission order, the spec-decode
+    counters over the batch (zero on the baseline), and the batch's wall time, from the first submission to
+    the last token. Counters: the sum of every request's own (PER_REQUEST) where vLLM reported each one,
+    else the engine's counters after minus before (ENGINE_DELTA): see `counters_source`."""
+
+    role: str
+    traces: list  # EngineTrace per request
+    counters: SpecDecodeCounters
+    wall_seconds: float
+    concurrency: int
+    cancelled: bool = False
+    counters_source: str = ENGINE_DELTA
+
+
+@dataclass
+class PairStatus:
+    state: str = "idle"  # idle | loading | ready | error | stopped
+    message: str = ""
+    progress: float = 0.0
+    load_seconds: dict | None = None
+
+
+class EnginePair:
+    def __init__(self, baseline: EngineSettings, speculative: EngineSettings, warmup: bool = True,
+                 tag=None):
+        # What the caller loaded into the pair (the layers above put the preset here); never read here.
+        self.tag = tag
+        self.engines = {BASELINE: Engine(baseline), SPECULATIVE: Engine(speculative)}
+        self.status = PairStatus()
+        self._warmup = warmup
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="engine-pair-loop", daemon=True)
+        self._thread.start()
+        self._run_lock = threading.Lock()  # one comparison at a time: clean timings, clean counters
+        self._ids = _RUN_NUMBERS  # shared by every pair in the process: a reloaded pair doesn't start over
+        self._cancelled: set[str] = set()
+
+    # -- life cycle -------------------------------------------------------------------------------
+    def start(self, progress: ProgressCallback | None = None) -> None:
+        """Start baseline, then speculative (a GPU's memory profiling needs them one after the other),
+        then warm both. Blocks; raises EngineStartError with the failing engine named."""
+
+        def report(message: str, fraction: float) -> None:
+            self.status.message, self.status.progress = message, fraction
+            if progress:
+                progress(message, fraction)
+
+        self.status.state = "loading"
+        load_seconds = {}
+        try:
+            for i, role in enumerate((BASELINE, SPECULATIVE)):
+                report(f"loading the {role} engine", i / 2)
+                self._call(self.engines[role].start())
+                load_seconds[role] = round(self.engines[role].load_seconds, 1)
+            if self._warmup:
+                report("warming up both engines", 0.95)
+                self._warm_up()
+        except Exception as exc:
+            self.status.state, self.status.message = "error", str(exc)
+            raise
+        self.status.load_seconds = load_seconds
+        self.status.state = "ready"
+        report("ready", 1.0)
+
+    def swap_speculative(self, settings: EngineSettings, tag=None,
+                         progress: ProgressCallback | None = None) -> None:
+        """Replace only the speculative engine (same baseline): switching between presets that share a
+        target reloads one engine, not two."""
+        with self._run_lock:
+            self.status.state = "loading"
+            if progress:
+                progress("loading the speculative engine", 0.5)
+            try:
+                self._call(self._shutdown_one(SPECULATIVE))
+                self.engines[SPECULATIVE] = Engine(settings)
+                self._call(self.engines[SPECULATIVE].start())
+            except Exception as exc:
+                self.status.state, self.status.message = "error", str(exc)
+                raise
+            self.tag = tag or self.tag
+            self.status.load_seconds = {**(self.status.load_seconds or {}),
+                                        SPECULATIVE: round(self.engines[SPECULATIVE].load_seconds, 1)}
+        if self._warmup:
+            self._warm_up()
+        self.status.state, self.status.message, self.status.progress = "ready", "ready", 1.0
+
+    async def _shutdown_one(self, role: str) -> None:
+        self.engines[role].shutdown()
+        await asyncio.sleep(0.1)
+
+    def _warm_up(self) -> None:
+        if self.engines[BASELINE].settings.engine_args.get("skip_tokenizer_init"):
+            request = GenerationRequest(prompt_token_ids=tuple(range(1000, 1032)) * 2, max_tokens=16,
+                                        ignore_eos=True)
+        else:
+            request = GenerationRequest(prompt=WARMUP_PROMPT, max_tokens=24, ignore_eos=True)
+        for event in self.stream(request, schedule="sequential"):
+            if isinstance(event, RunFinished) and event.error:  # a dead engine must not pass for a ready one
+                raise EngineStartError(f"warm-up failed: {event.error}")
+
+    def shutdown(self) -> None:
+        """Stop both engine-core processes and the loop thread; nothing is left behind."""
+        if self._loop.is_running():
+            try:
+                self._call(self._shutdown_engines(), timeout=60)
+            except Exception:
+                pass
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+        self.status.state = "stopped"
+
+    async def _shutdown_engines(self) -> None:
+        # Both at once, each from a thread (vLLM's shutdown cancels its output task thread-safely): an engine
+        # core may use its whole grace period to end, and the two needn't wait for each other. The loop is
+        # blocked meanwhile on purpose, as a plain shutdown() call would block it: the output tasks must be
+        # cancelled before they run again, not see their engine die and log it as a failure.
+        def stop(role: str) -> None:
+            try:
+                self.engines[role].shutdown()
+            except Exception:
+                pass
+        with concurrent.futures.ThreadPoolExecutor(len(self.engines) or 1) as pool:
+            list(pool.map(stop, list(self.engines)))
+        await asyncio.sleep(0.1)
+
+    def _call(self, coroutine, timeout: float | None = None):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    # -- running ------------------------------------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.status.state == "ready"
+
+    def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
+        """Validate and tokenize once; both engines get exactly these ids. Raises PromptError."""
+        if not 1 <= request.max_tokens:
+            raise PromptError("max tokens must be at least 1.")
+        if request.temperature < 0:
+            raise PromptError("temperature must be 0 or more.")
+        return self.engines[BASELINE].prompt_token_ids(request)
+
+    def stream(self, request: GenerationRequest, schedule: str = "concurrent",
+               cancel: threading.Event | None = None) -> Iterator[RunStarted | StepEvent | RunFinished]:
+        """Run `request` through both engines; yield RunStarted, then each StepEvent as it arrives
+        (engines interleaved), then RunFinished. Setting `cancel` aborts both requests.
+        Raises PromptError before anything runs if the prompt is unusable."""
+        if schedule not in ("concurrent", "sequential"):
+            raise ValueError(f"schedule must be 'concurrent' or 'sequential', not {schedule!r}")
+        ids = self.prompt_token_ids(request)
+        with self._run_lock:
+            run_id = f"run-{next(self._ids)}"
+            events: queue.Queue = queue.Queue()
+            yield RunStarted(run_id, tuple(ids), schedule)
+            future = asyncio.run_coroutine_threadsafe(self._run(run_id, ids, request, schedule, events), self._loop)
+            aborted = False
+            while True:
+                if cancel is not None and cancel.is_set() and not aborted:
+                    aborted = True
+                    asyncio.run_coroutine_threadsafe(self._abort(run_id), self._loop)
+                try:
+                    item = events.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                yield item
+                if isinstance(item, RunFinished):
+                    break
+            future.result()
+
+    def run(self, request: GenerationRequest, schedule: str = "concurrent") -> list:
+        """All events of one run, for callers that don't stream."""
+        return list(self.stream(request, schedule))
+
+    async def _abort(self, run_id: str, mark_cancelled: bool = True) -> None:
+        if mark_cancelled:  # first: what starts or streams from now on sees it (_stream_one)
+            self._cancelled.add(run_id)
+        for role in (BASELINE, SPECULATIVE):
+            try:
+                await self.engines[role].abort(f"{run_id}-{role}")
+            except Exception:  # a dead engine has nothing left to abort
+                pass
+
+    async def _run(self, run_id: str, ids: list[int], request: GenerationRequest, schedule: str,
+                   events: queue.Queue) -> None:
+        spec = self.engines[SPECULATIVE]
+        counters_before = spec.counters()
+        error = exact = None
+        try:
+            if schedule == "concurrent":
+                tasks = {role: asyncio.ensure_future(self._stream_one(role, run_id, ids, request, events,
+                                                                      counters_before))
+                         for role in (BASELINE, SPECULATIVE)}
+                done, pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
+                if pending:  # one engine failed: stop the other now, or it generates on and skews the next run
+                    await self._abort(run_id, mark_cancelled=False)
+                    await asyncio.wait(pending, timeout=10)
+                    for task in pending:
+                        task.cancel()
+                for task in done:
+                    task.result()  # re-raise the failure
+                exact = tasks[SPECULATIVE].result()
+            else:
+                for role in (BASELINE, SPECULATIVE):
+                    exact = await self._stream_one(role, run_id, ids, request, events, counters_before)
+        except _EngineFailed as exc:  # an engine died mid-run: report it, leave the pair to the caller
+            error = str(exc)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        # The request's own counters where vLLM reported them: exact even if the engine served other
+        # requests meanwhile. Else (vLLM < 0.29, an aborted request) the engine's counters since the start.
+        counters, source = ((exact, PER_REQUEST) if exact is not None
+                            else (spec.counters().minus(counters_before), ENGINE_DELTA))
+        cancelled = run_id in self._cancelled
+        self._cancelled.discard(run_id)
+        events.put(RunFinished(run_id, time.monotonic(), counters, cancelled=cancelled, error=error,
+                               counters_source=source))
+
+    async def _stream_one(self, role: str, run_id: str, ids: list[int], request: GenerationRequest,
+                          events: queue.Queue, counters_before: SpecDecodeCounters) -> SpecDecodeCounters | None:
+        """Stream one engine's request into `events`; return the request's own counters if vLLM reported
+        them (speculative engine, vLLM >= 0.29, request finished), else None."""
+        engine = self.engines[role]
+        if run_id in self._cancelled:  # stopped before this engine's turn (sequential): it doesn't start
+            return None
+        submitted = time.monotonic()
+        step = 0
+        exact = None
+        try:
+            async for chunk in engine.stream(f"{run_id}-{role}", ids, request):
+                now = time.monotonic()
+                counters = None
+                if role == SPECULATIVE:
+                    exact = chunk.counters
+                    counters = exact if exact is not None else engine.counters().minus(counters_before)
+                events.put(StepEvent(role, step, tuple(chunk.token_ids), chunk.text, now, submitted, chunk.finished,
+                                     chunk.finish_reason, counters))
+                step += 1
+                if run_id in self._cancelled and not chunk.finished:  # the abort came before vLLM knew the
+                    await engine.abort(f"{run_id}-{role}")                # request (a no-op then): again
+        except Exception as exc:
+            raise _EngineFailed(role, exc) from exc
+        return exact if role == SPECULATIVE else None
+
+    def run_batch(self, role: str, requests: list[GenerationRequest], concurrency: int,
+                  cancel: threading.Event | None = None) -> BatchResult:
+        """Run `requests` on ONE engine (the other idles), at most `concurrency` in flight: a benchmark's
+        batch, so each engine is measured alone. Blocks; holds the one-run-at-a-time lock. Setting `cancel`
+        aborts what is in flight and submits nothing more. Raises PromptError before anything runs."""
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        ids = [self.prompt_token_ids(request) for request in requests]
+        with self._run_lock:
+            return self._call(self._batch(f"batch-{next(self._ids)}", role, ids, requests, concurrency, cancel))
+
+    async def _batch(self, batch_id: str, role: str, ids: list[list[int]], requests: list[GenerationRequest],
+                     concurrency: int, cancel: threading.Event | None) -> BatchResult:
+        engine = self.engines[role]
+        before = engine.counters()
+        traces = [EngineTrace(role) for _ in requests]
+        exact: list[SpecDecodeCounters | None] = [None] * len(requests)  # each request's own, if reported
+        slots = asyncio.Semaphore(concurrency)  # FIFO: requests enter in order as earlier ones finish
+
+        async def one(i: int) -> None:
+            async with slots:
+                if cancel is not None and cancel.is_set():
+                    return
+                request_id, submitted = f"{batch_id}-{role}-{i}", time.monotonic()
+                traces[i].submitted_at = submitted
+                # timestamps taken here, on the loop, as each chunk arrives: no queue between
+                async for chunk in engine.stream(request_id, ids[i], requests[i]):
+                    traces[i].add(StepEvent(role, len(traces[i].step_sizes), tuple(chunk.token_ids), chunk.text,
+                                            time.monotonic(), submitted, chunk.finished, chunk.finish_reason))
+                    exact[i] = chunk.counters
+                    if cancel is not None and cancel.is_set() and not chunk.finished:
+                        await engine.abort(request_id)
+                        break
+
+        started = time.monotonic()
+        await asyncio.gather(*(one(i) for i in range(len(requests))))
+        last = max((t.step_times[-1] for t in traces if t.step_times), default=started)
+        counters, source = batch_counters(exact, engine.counters().minus(before))
+        return BatchResult(role, traces, counters, last - started, concurrency,
+                           cancelled=cancel is not None and cancel.is_set(), counters_source=source)
+
+    def engine_info(self) -> dict[str, dict]:
+        """Per engine, how vLLM resolved its configuration (async scheduling, dtype, method, k)."""
+        return {role: engine.info() for role, engine in self.engines.items()}
+
+    def process_ids(self) -> dict[str, list[int]]:
+        """Engine-core process ids per engine, for telemetry (VRAM via NVML, RSS via psutil)."""
+        return {role: list(engine.pids) for role, engine in self.engines.items()}
+
+
+def batch_counters(per_request: list, delta: SpecDecodeCounters) -> tuple[SpecDecodeCounters, str]:
+    """A batch's counters and their source: the sum of every request's own counters when each request has
+    them (exact under any other traffic on the engine), else the engine-wide `delta` (vLLM < 0.29, a baseline
+    engine, an aborted or unsubmitted request)."""
+    if per_request and all(c is not None for c in per_request):
+        total = SpecDecodeCounters()
+        for c in per_request:
+            total = total.plus(c)
+        return total, PER_REQUEST
+    return delta, ENGINE_DELTA

@@ -1,0 +1,271 @@
+"""One vLLM AsyncLLM engine: start, warm up, stream per-step chunks, per-engine spec-decode counters, and
+each request's own counters where the installed vLLM reports them.
+
+This is the only module that imports vLLM; everything above it sees the plain data in `events`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import time
+from contextlib import contextmanager
+from typing import AsyncIterator, NamedTuple
+
+from specplay.core.events import EngineSettings, GenerationRequest, SpecDecodeCounters
+
+
+class EngineStartError(RuntimeError):
+    """vLLM could not build or start this engine; the message says which engine and why."""
+
+
+class PromptError(ValueError):
+    """The prompt can't be run as given (empty, too long for max_model_len); safe to show to users."""
+
+
+class _CountersLogger:
+    """A StatLoggerBase of this engine's own: vLLM calls record() every step with the scheduler's
+    SpecDecodingStats. (The shared Prometheus registry is wiped by the second engine in a process.)"""
+
+    def __init__(self, vllm_config=None, engine_index: int = 0):
+        self.num_drafts = self.num_draft_tokens = self.num_accepted_tokens = 0
+        spec = getattr(vllm_config, "speculative_config", None)
+        # one slot per draft position, sized once from k as vLLM sizes its own SpecDecodingStats
+        self.accepted_per_position = [0] * (spec.num_speculative_tokens if spec is not None else 0)
+
+    def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0, **_):
+        stats = getattr(scheduler_stats, "spec_decoding_stats", None)
+        if stats is None:
+            return
+        self.num_drafts += stats.num_drafts
+        self.num_draft_tokens += stats.num_draft_tokens
+        self.num_accepted_tokens += stats.num_accepted_tokens
+        for i, n in enumerate(stats.num_accepted_tokens_per_pos):
+            self.accepted_per_position[i] += n
+
+    def log_engine_initialized(self):
+        pass
+
+    def log(self):
+        pass
+
+    def record_sleep_state(self, *args, **kwargs):
+        pass
+
+    def snapshot(self) -> SpecDecodeCounters:
+        return SpecDecodeCounters(self.num_drafts, self.num_draft_tokens, self.num_accepted_tokens,
+                                  tuple(self.accepted_per_position))
+
+
+def _model_runner(config) -> str | None:
+    """"v2" (Model Runner V2) or "v1", as this vLLM decided for the engine; None where the installed vLLM
+    doesn't say (its config has no `use_v2_model_runner`, e.g. 0.26)."""
+    try:
+        v2 = getattr(config, "use_v2_model_runner", None)
+    except Exception:  # a property that checks features may raise on configs it doesn't expect
+        return None
+    return None if v2 is None else ("v2" if v2 else "v1")
+
+
+# vLLM >= 0.29: AsyncEngineArgs(per_request_spec_decode_metrics="summary") puts a RequestSpecDecodeMetrics
+# (acceptance histogram, draft tokens) on each finished request's CompletionOutput.spec_decode_metrics.
+PER_REQUEST_METRICS_ARG = "per_request_spec_decode_metrics"
+
+
+def supports_per_request_metrics(engine_args_cls) -> bool:
+    """Whether this vLLM can report spec-decode acceptance per request: the engine argument exists (a
+    feature test, not a version test; vLLM 0.26 has no such field)."""
+    if dataclasses.is_dataclass(engine_args_cls):
+        return PER_REQUEST_METRICS_ARG in {f.name for f in dataclasses.fields(engine_args_cls)}
+    return hasattr(engine_args_cls, PER_REQUEST_METRICS_ARG)
+
+
+def request_counters(completion) -> SpecDecodeCounters | None:
+    """The request's own spec-decode counters from a finished CompletionOutput, or None where vLLM didn't
+    attach them (vLLM < 0.29, metrics off, an aborted request, a baseline engine, an unexpected shape)."""
+    metrics = getattr(completion, "spec_decode_metrics", None)
+    histogram = getattr(metrics, "histogram", None)
+    drafted = getattr(metrics, "num_draft_tokens", None)
+    if histogram is None or drafted is None:
+        return None
+    try:
+        return SpecDecodeCounters.from_histogram(histogram, drafted)
+    except (TypeError, ValueError):
+        return None
+
+
+class Chunk(NamedTuple):
+    """One engine step of one request as streamed (RequestOutputKind.DELTA). `counters`: on the request's
+    last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None."""
+
+    token_ids: list[int]
+    text: str
+    finished: bool
+    finish_reason: str | None
+    counters: SpecDecodeCounters | None = None
+
+
+def chunk_of(out) -> Chunk:
+    """A vLLM RequestOutput (DELTA) as a Chunk: its first completion's new tokens and text, and on the last
+    chunk the request's counters, if the output carries them (vLLM 0.26's don't)."""
+    completion = out.outputs[0]
+    return Chunk(list(completion.token_ids), completion.text or "", bool(out.finished), completion.finish_reason,
+                 request_counters(completion) if out.finished else None)
+
+
+@contextmanager
+def _environment(overrides: dict):
+    """Set variables while an engine starts: its engine-core process is spawned with this environment."""
+    saved = {k: os.environ.get(k) for k in overrides}
+    os.environ.update({k: str(v) for k, v in overrides.items()})
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _child_pids() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+class Engine:
+    """A started AsyncLLM plus its counters. All async methods run on the event loop that started it."""
+
+    def __init__(self, settings: EngineSettings):
+        self.settings = settings
+        self.role = settings.role
+        self._llm = None
+        self._counters: _CountersLogger | None = None
+        self._tokenizer = None
+        self.pids: list[int] = []  # engine-core process(es): what telemetry measures
+        self.load_seconds: float | None = None
+        self.max_model_len: int = int(settings.engine_args.get("max_model_len") or 0)
+        # whether vLLM reports this engine's acceptance per request (set at start; speculative engines only)
+        self.per_request_metrics: bool = False
+
+    async def start(self) -> None:
+        from vllm import AsyncEngineArgs
+        from vllm.v1.engine.async_llm import AsyncLLM
+        from vllm.v1.metrics.loggers import StatLoggerBase
+
+        counters_cls = type("PlaygroundCountersLogger", (_CountersLogger, StatLoggerBase), {})
+        loggers: list[_CountersLogger] = []
+
+        def factory(vllm_config, engine_index=0):
+            logger = counters_cls(vllm_config, engine_index)
+            loggers.append(logger)
+            return logger
+
+        engine_args = dict(self.settings.engine_args)
+        # vLLM refuses per-request metrics without a speculative_config: the speculative engine only
+        if engine_args.get("speculative_config") and supports_per_request_metrics(AsyncEngineArgs):
+            engine_args.setdefault(PER_REQUEST_METRICS_ARG, "summary")
+        self.per_request_metrics = engine_args.get(PER_REQUEST_METRICS_ARG, "none") != "none"
+        t0 = time.monotonic()
+        before = _child_pids()
+        try:
+            with _environment(self.settings.env):
+                args = AsyncEngineArgs(**engine_args)
+                self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[factory])
+        except Exception as exc:
+            raise EngineStartError(f"{self.role} engine failed to start: {type(exc).__name__}: {exc}") from exc
+        self.pids = sorted(_child_pids() - before)
+        self._counters = loggers[0] if loggers else _CountersLogger()
+        if not self.settings.engine_args.get("skip_tokenizer_init"):
+            tok = self._llm.get_tokenizer()
+            self._tokenizer = await tok if asyncio.iscoroutine(tok) else tok
+        self.max_model_len = self._llm.model_config.max_model_len
+        self.load_seconds = time.monotonic() - t0
+
+    def info(self) -> dict:
+        """How vLLM resolved this engine's configuration (read from its config, not from a table of
+        versions): whether it got async scheduling, its dtype, its speculative method and k, and whether
+        vLLM reports its acceptance per request (else a run's acceptance is the stat logger's delta)."""
+        config = getattr(self._llm, "vllm_config", None)
+        if config is None:
+            return {}
+        spec = config.speculative_config
+        return {
+            "async_scheduling": bool(getattr(config.scheduler_config, "async_scheduling", False)),
+            "model_runner": _model_runner(config),
+            "dtype": str(config.model_config.dtype).removeprefix("torch."),
+            "method": getattr(spec, "method", None) if spec is not None else None,
+            "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else None,
+            "per_request_metrics": self.per_request_metrics if spec is not None else None,
+        }
+
+    def counters(self) -> SpecDecodeCounters:
+        return self._counters.snapshot() if self._counters else SpecDecodeCounters()
+
+    def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
+        """The exact token ids both engines get: the chat template applied once, here."""
+        if request.prompt_token_ids is not None:
+            ids = [int(t) for t in request.prompt_token_ids]
+        else:
+            if not request.prompt.strip():
+                raise PromptError("The prompt is empty: type something for both engines to answer.")
+            if self._tokenizer is None:
+                raise PromptError("This preset has no tokenizer (dummy weights): give the prompt as token ids.")
+            tok = self._tokenizer
+            if getattr(tok, "chat_template", None):
+                ids = tok.apply_chat_template([{"role": "user", "content": request.prompt}],
+                                              add_generation_prompt=True, tokenize=True)
+                if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+                    ids = ids["input_ids"]
+            else:
+                ids = tok.encode(request.prompt)
+            ids = [int(t) for t in ids]
+        if not ids:
+            raise PromptError("The prompt is empty: type something for both engines to answer.")
+        if len(ids) + request.max_tokens > self.max_model_len:
+            raise PromptError(
+                f"The prompt is {len(ids)} tokens; with max tokens {request.max_tokens} that exceeds this "
+                f"preset's max_model_len of {self.max_model_len}. Shorten the prompt or lower max tokens."
+            )
+        return ids
+
+    def decode(self, token_ids) -> str:
+        return self._tokenizer.decode(list(token_ids)) if self._tokenizer is not None else ""
+
+    async def stream(self, request_id: str, prompt_token_ids: list[int],
+                     request: GenerationRequest) -> AsyncIterator[Chunk]:
+        """Yield a Chunk (new token ids, new text, finished, finish_reason, the request's counters on its
+        last chunk where vLLM reports them) once per engine step."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            seed=request.seed if request.temperature > 0 else None,
+            ignore_eos=request.ignore_eos,
+            output_kind=RequestOutputKind.DELTA,
+            detokenize=self._tokenizer is not None,
+        )
+        prompt = {"prompt_token_ids": list(prompt_token_ids)}
+        async for out in self._llm.generate(prompt, params, request_id):
+            yield chunk_of(out)
+
+    async def abort(self, request_id: str) -> None:
+        if self._llm is not None:
+            await self._llm.abort(request_id)
+
+    def is_alive(self) -> bool:
+        return self._llm is not None and not getattr(self._llm, "errored", False)
+
+    def shutdown(self) -> None:
+        if self._llm is not None:
+            # The grace vLLM gives the engine-core process to exit before killing it: the settings' own
+            # VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS where they set one (the CPU engines), else vLLM's default.
+            grace = self.settings.env.get("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS")
+            try:
+                self._llm.shutdown(**({"timeout": float(grace)} if grace else {}))
+            finally:
+                self._llm = None

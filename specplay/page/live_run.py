@@ -1,0 +1,147 @@
+"""One run as the page shows it, keyed by output name: the two panes, the identity badge, the speedup's
+two factors, the charts and the tables, live while the engines stream and again while a sequential run is
+replayed on one clock. No Gradio: the page maps these names onto its components, and the API tests and
+the page benchmark read its outputs by the same names.
+
+A sequential run (the default on a GPU) has each engine generate alone, one after the other, so each
+one's timings are clean; the panes then replay both streams from their recorded arrival times on one
+clock, so they race at the speeds the engines had alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from specplay.page import charts
+
+from specplay.page import views
+from specplay.run.comparison import Comparison
+from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
+from specplay.run.explain import explain
+from specplay.page.inputs import SEQUENTIAL
+from specplay.presets.catalog import Preset, where_it_pays
+
+UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
+REPLAY_MAX_S = 30.0  # a longer replay is sped up to fit, and says so
+
+# What a run writes on the page, in the order the `run` route lists them (the API returns these, in this
+# order; the buttons and the session's history State are page-only and come after).
+API_OUTPUTS = ("error", "badge", "explain", "pane_b", "pane_s", "summary", "fig_rate", "fig_accept", "fig_mem",
+               "history_df", "history_file", "result")
+REPLAY_OUTPUTS = ("badge", "pane_b", "pane_s", "fig_rate", "fig_accept")
+
+
+@dataclass
+class LiveRun:
+    """A run in progress or finished: its Comparison, and per-token text for both panes."""
+
+    preset: Preset
+    request: GenerationRequest
+    decoders: dict
+    schedule: str = SEQUENTIAL
+    device: str = "cpu"
+    engines: dict = field(default_factory=dict)  # per role: how vLLM resolved it (async scheduling, dtype)
+    comparison: Comparison = None
+    pieces: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.comparison = Comparison(decode=self.decoders.get(BASELINE),
+                                     num_speculative_tokens=self.preset.num_speculative_tokens)
+        self.pieces = {role: views.TokenPieces(self.decoders.get(role)) for role in (BASELINE, SPECULATIVE)}
+
+    def add(self, event) -> None:
+        self.comparison.add(event)
+
+    @property
+    def synthetic(self) -> bool:
+        return self.preset.speculative_config.get("rejection_sample_method") == "synthetic"
+
+    @property
+    def replayable(self) -> bool:
+        c = self.comparison
+        return (self.schedule == SEQUENTIAL and c.done and not c.finished.error and not c.finished.cancelled
+                and c.replay_seconds > 0)
+
+    def replay_speed(self) -> float:
+        """1 (real time) unless the replay would last longer than REPLAY_MAX_S."""
+        return max(1.0, self.comparison.replay_seconds / REPLAY_MAX_S)
+
+    # -- frames ---------------------------------------------------------------------------------------------
+    def frame(self, sampler=None, at: float | None = None) -> dict:
+        """Panes, badge and charts: live (`at` None) or as the replay stood `at` seconds in."""
+        c = self.comparison if at is None else self.comparison.until(at)
+        phase = "live" if at is None else "replay"
+        done = c.done and not c.finished.error
+        divergence = c.first_divergence if done else None
+        texts = {role: self.pieces[role].update(c.traces[role].token_ids) for role in (BASELINE, SPECULATIVE)}
+        waiting = (at is None and self.schedule == SEQUENTIAL and not c.done and not c.speculative.token_ids)
+        badge_phase = "sequential" if phase == "live" and self.schedule == SEQUENTIAL else phase
+        speed = self.replay_speed() if at is not None else 1.0
+        note = f" (shown {speed:.1f}× faster than real time)" if speed > 1.0 else ""
+        out = {
+            "pane_b": self._pane(c, BASELINE, texts, divergence),
+            "pane_s": self._pane(c, SPECULATIVE, texts, divergence, waiting),
+            "badge": views.badge_html(c, texts, temperature=self.request.temperature, synthetic=self.synthetic,
+                                      max_tokens=self.request.max_tokens, phase=badge_phase, note=note),
+            "fig_rate": charts.tokens_per_s_figure(c),
+            "fig_accept": charts.acceptance_figure(c),
+        }
+        if at is None:
+            origin = charts.run_origin(c)
+            memory = sampler.series(since=(origin - 2.0) if origin else None) if sampler else {}
+            out["fig_mem"] = charts.memory_figure(memory, sampler.label if sampler else "not sampled", origin)
+        return out
+
+    def _pane(self, c: Comparison, role: str, texts: dict, divergence: int | None, waiting: bool = False) -> str:
+        trace = c.traces[role]
+        # vLLM keeps the EOS id in the output: shown, dimmed, as what ended the text
+        stop = trace.finish_reason == "stop" and self.preset.prompt_input == "text" and not self.request.ignore_eos
+        if role == BASELINE:
+            body = views.baseline_tokens_html(texts[role], divergence, stop)
+            return views.pane_html(role, "Baseline", "target model alone, one token per step", body,
+                                   views.stats_line(c, role))
+        k = self.preset.num_speculative_tokens
+        body = (views.waiting_html("runs when the baseline has finished, so each engine has the device to itself")
+                if waiting else views.speculative_tokens_html(texts[role], trace.step_sizes, k, divergence, stop))
+        return views.pane_html(role, "Speculative", f"{self.preset.method}, k={k}: verified drafts", body,
+                               views.stats_line(c, role))
+
+    def result(self) -> dict:
+        """The `compare --json` object of this run, plus what the page adds: preset, request, engines, why."""
+        out = self.comparison.as_dict()
+        out["run_id"] = self.comparison.run_id  # numbered on the engine pair in the order runs start
+        out["preset"] = self.preset.name
+        out["request"] = {"max_tokens": self.request.max_tokens, "temperature": self.request.temperature}
+        out["engines"] = self.engines
+        out["explanation"] = explain(out, self.preset.method, self.preset.num_speculative_tokens, self.device)
+        return out
+
+    def final(self, sampler=None, history: list | None = None, csv_path: str | None = None,
+              error: str | None = None) -> dict:
+        """Every output of the run route, for the finished run."""
+        result = self.result()
+        return {
+            **self.frame(sampler),
+            "error": views.error_html(error),
+            "explain": views.explain_html(result, result["explanation"], self.expectation()),
+            "summary": charts.summary_table(result),
+            "history_df": charts.history_table(history or []),
+            "history_file": csv_path,
+            "result": result,
+        }
+
+    def expectation(self) -> str | None:
+        pays = where_it_pays(self.preset, self.device)
+        return f"Where {self.preset.name} pays on a {self.device.upper()}: {pays}" if pays else None
+
+    def history_row(self, number: int) -> dict:
+        req = self.request
+        prompt = req.prompt if req.prompt_token_ids is None else " ".join(map(str, req.prompt_token_ids))
+        return charts.history_row(self.result(), number, self.preset.name, prompt, req.max_tokens, req.temperature)
+
+
+def empty_frame(preset: Preset) -> dict:
+    """What the page shows before any run (also loads plotly's machinery at start, not in a run)."""
+    live = LiveRun(preset, GenerationRequest(prompt="-"), {})
+    return {**live.frame(), "badge": views.badge_html(None), "explain": views.explain_html(None, None),
+            "summary": charts.summary_table(None)}

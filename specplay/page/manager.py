@@ -1,0 +1,176 @@
+"""The page's engine pair over its lifetime: load in the background, report progress, switch presets
+(only among those the operator allowed), reload after an engine dies, and sample memory while ready.
+No Gradio here: the page and the page benchmark both drive it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from specplay.core.hardware import Hardware, detect
+from specplay.presets.catalog import Preset
+from specplay.engine.telemetry import MemorySampler, sampler_for_pair
+
+
+@dataclass(frozen=True)
+class ManagerStatus:
+    state: str  # idle | loading | ready | error
+    preset: str
+    message: str
+    progress: float
+    elapsed_s: float | None  # seconds spent loading so far (loading) or in total (ready)
+
+    @property
+    def key(self) -> tuple:
+        """What the page shows, coarsely: the poller redraws only when this changes."""
+        return self.state, self.preset, self.message, round(self.progress, 2), (
+            int(self.elapsed_s // 5) if self.state == "loading" and self.elapsed_s else None)
+
+
+class PresetNotAllowed(ValueError):
+    pass
+
+
+class PairManager:
+    def __init__(self, presets: dict[str, Preset], initial: str, hardware: Hardware | None = None,
+                 pair_factory: Callable | None = None, log=print):
+        if initial not in presets:
+            raise PresetNotAllowed(f"initial preset {initial!r} is not among the offered presets")
+        self.presets = presets
+        self.hardware = hardware or detect()
+        self._factory = pair_factory
+        self._log = log
+        self._lock = threading.Lock()  # guards the fields below
+        # Held by a run for its whole duration and by a switch while it swaps pairs: a switch never pulls
+        # the engines from under a run.
+        self.run_lock = threading.Lock()
+        self._pair = None
+        self._sampler: MemorySampler | None = None
+        self._state, self._preset, self._message, self._progress = "idle", initial, "", 0.0
+        self._started_at: float | None = None
+        self._load_seconds: float | None = None
+        self._generation = 0  # bumps on each load, so a stale loader thread can't overwrite a newer one
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def status(self) -> ManagerStatus:
+        with self._lock:
+            elapsed = (time.monotonic() - self._started_at if self._state == "loading" and self._started_at
+                       else self._load_seconds)
+            return ManagerStatus(self._state, self._preset, self._message, self._progress, elapsed)
+
+    @property
+    def preset(self) -> Preset:
+        return self.presets[self._preset]
+
+    @property
+    def pair(self):
+        """The ready pair, or None while loading / after a failure."""
+        with self._lock:
+            return self._pair if self._state == "ready" else None
+
+    @property
+    def sampler(self) -> MemorySampler | None:
+        return self._sampler
+
+    # -- loading --------------------------------------------------------------------------------------------
+    def load(self, name: str, wait_for_run: float = 0.0, full: bool = False) -> None:
+        """Replace the current pair by one for `name`, loading in a background thread. Raises
+        PresetNotAllowed for a preset the operator didn't offer, RuntimeError while a run holds the engines
+        (after waiting `wait_for_run` seconds) or while another load is in progress. `full` reloads both
+        engines even when the target is shared (after an engine died)."""
+        if name not in self.presets:
+            raise PresetNotAllowed(f"preset {name!r} is not offered on this page")
+        acquired = (self.run_lock.acquire(timeout=wait_for_run) if wait_for_run
+                    else self.run_lock.acquire(blocking=False))
+        if not acquired:
+            raise RuntimeError("A run is in progress; switch presets when it has finished.")
+        try:
+            with self._lock:
+                if self._state == "loading":
+                    raise RuntimeError("Engines are already loading; wait until they are ready.")
+                old_pair, old_sampler = self._pair, self._sampler
+                self._pair = self._sampler = None
+                self._generation += 1
+                generation = self._generation
+                self._state, self._preset, self._message, self._progress = "loading", name, "starting", 0.0
+                self._started_at, self._load_seconds = time.monotonic(), None
+        finally:
+            self.run_lock.release()
+        thread = threading.Thread(target=self._load, args=(name, generation, old_pair, old_sampler, full),
+                                  name=f"load-{name}", daemon=True)
+        thread.start()
+
+    def _report(self, generation: int, message: str, fraction: float) -> None:
+        with self._lock:
+            if generation == self._generation:
+                self._message, self._progress = message, fraction
+
+    def _load(self, name: str, generation: int, old_pair, old_sampler, full: bool = False) -> None:
+        if old_sampler is not None:
+            old_sampler.stop()
+        pair = None
+        progress = lambda message, fraction: self._report(generation, message, fraction)  # noqa: E731
+        try:
+            if old_pair is not None and self._factory is None and not full:
+                from specplay.run.pairs import switch_in_place
+
+                if switch_in_place(old_pair, self.presets[name], self.hardware, progress, log=self._log):
+                    pair, old_pair = old_pair, None  # same target: the baseline engine stays loaded
+            if old_pair is not None:
+                self._report(generation, "shutting down the previous engines", 0.0)
+                old_pair.shutdown()
+            if pair is None:
+                factory = self._factory
+                if factory is None:
+                    from specplay.run.pairs import open_pair as factory
+                pair = factory(self.presets[name], self.hardware, log=self._log)
+                pair.start(progress=progress)
+            sampler = sampler_for_pair(pair, gpu=self.hardware.device == "gpu").start()
+        except Exception as exc:
+            for leftover in (pair, old_pair):  # old_pair: a switch in place that failed half-way
+                if leftover is not None:
+                    leftover.shutdown()
+            with self._lock:
+                if generation == self._generation:
+                    self._state, self._message = "error", f"{type(exc).__name__}: {exc}"
+            self._log(f"preset {name} failed to load: {exc}")
+            return
+        with self._lock:
+            if generation != self._generation:  # superseded while loading (shutdown): don't leak it
+                stale = True
+            else:
+                stale = False
+                self._pair, self._sampler = pair, sampler
+                self._state, self._message, self._progress = "ready", "ready", 1.0
+                self._load_seconds = time.monotonic() - self._started_at
+        if stale:
+            sampler.stop()
+            pair.shutdown()
+
+    def engines_alive(self) -> bool:
+        pair = self.pair
+        return pair is not None and all(engine.is_alive() for engine in pair.engines.values())
+
+    def reload_if_dead(self) -> bool:
+        """After a failed run: if an engine died, load the same preset again (other users get it back)."""
+        with self._lock:
+            dead = self._state == "ready" and self._pair is not None and not all(
+                e.is_alive() for e in self._pair.engines.values())
+        if dead:  # both engines, even if only one died: a shared target would otherwise keep a dead baseline
+            self._log("an engine died; reloading both engines")
+            self.load(self._preset, wait_for_run=5, full=True)
+        return dead
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._generation += 1
+            pair, sampler = self._pair, self._sampler
+            self._pair = self._sampler = None
+            self._state, self._message = "idle", "shut down"
+        if sampler is not None:
+            sampler.stop()
+        if pair is not None:
+            pair.shutdown()

@@ -1,0 +1,325 @@
+"""A model's shape from its config.json, offline: the config found (a local folder, the GGUF header of the
+offline SmolLM2, a same-shape stand-in in presets/models/ for hub models, the hub's own when reachable),
+then its parameters counted as vLLM builds the model, its weight bytes and its KV cache per token.
+The memory plan (`memory_plan.py`) is built on these. No vLLM, no Gradio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from specplay.presets.offline_model import DERIVED_DRAFT_NAME, DERIVED_DRAFT_SKIPPED, OFFLINE_MODELS, TARGET_NAME
+from specplay.core.paths import PROJECT_ROOT
+
+DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
+FOUR_BIT_METHODS = {"awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes", "gguf"}
+
+# Hub models with a config of the same architecture in this repository, used when the hub's own config
+# isn't in the local cache (the planner never needs weights, only the shape).
+SHAPE_STAND_INS = {
+    "meta-llama/Llama-3.1-8B-Instruct": "presets/models/llama-3.1-8b-shaped",
+    "meta-llama/Llama-3.1-70B-Instruct": "presets/models/llama-3.1-70b-shaped",
+    "meta-llama/Llama-3.2-1B-Instruct": "presets/models/llama-3.2-1b-shaped",
+    "yuhuili/EAGLE-LLaMA3-Instruct-8B": "presets/models/eagle-llama3-8b-head",
+    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": "presets/models/eagle3-llama3.1-8b-head",
+}
+
+
+class ConfigUnavailable(Exception):
+    """A model's config.json can't be had offline; the message says why."""
+
+
+# -- model configs -----------------------------------------------------------------------------------
+def load_config(ref: str) -> tuple[dict, str]:
+    """(config.json as a dict, where it came from) for a preset's model reference; ConfigUnavailable if
+    there is none to be had from here."""
+    if ref.startswith("offline:"):
+        return _offline_config(ref[len("offline:"):])
+    if ref.startswith("repo:"):
+        folder = (PROJECT_ROOT / ref[len("repo:"):]).resolve()
+        return _read_json(folder / "config.json"), ref[len("repo:"):]
+    return _hub_config(ref)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigUnavailable(f"{path}: {exc}") from None
+
+
+def _offline_config(name: str) -> tuple[dict, str]:
+    if name not in OFFLINE_MODELS:
+        raise ConfigUnavailable(f"unknown offline model {name!r}")
+    prepared = OFFLINE_MODELS[name].path / "config.json"
+    if OFFLINE_MODELS[name].is_ready() and prepared.is_file():
+        return _read_json(prepared), str(prepared)
+    if name == DERIVED_DRAFT_NAME:  # the target without some layers (offline_model._derive_layer_skip_draft)
+        config, origin = _offline_config(TARGET_NAME)
+        config = {**config, "num_hidden_layers": config["num_hidden_layers"] - len(DERIVED_DRAFT_SKIPPED)}
+        return config, f"{origin}, minus layers {DERIVED_DRAFT_SKIPPED.start}-{DERIVED_DRAFT_SKIPPED.stop - 1}"
+    from specplay.presets.offline_model import OfflineModelError, find_smollm2_gguf
+
+    try:
+        gguf_file = find_smollm2_gguf()
+    except OfflineModelError as exc:
+        raise ConfigUnavailable(str(exc)) from None
+    # What `prepare` will write: transformers' GGUF conversion of the same metadata, saved as float32.
+    return config_from_gguf(gguf_file), f"{gguf_file.name} metadata (not prepared yet)"
+
+
+def _hub_config(repo_id: str) -> tuple[dict, str]:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        try_to_load_from_cache = None
+    if try_to_load_from_cache is not None:
+        cached = try_to_load_from_cache(repo_id, "config.json")
+        if isinstance(cached, str):
+            return _read_json(Path(cached)), "Hugging Face cache"
+    if repo_id in SHAPE_STAND_INS:
+        folder = SHAPE_STAND_INS[repo_id]
+        return _read_json(PROJECT_ROOT / folder / "config.json"), f"{folder} (same architecture)"
+    if try_to_load_from_cache is not None and _hub_reachable():
+        try:
+            from huggingface_hub import hf_hub_download
+
+            return _read_json(Path(hf_hub_download(repo_id, "config.json", etag_timeout=5))), "Hugging Face hub"
+        except Exception as exc:  # gated, missing, network: say which, don't crash
+            raise ConfigUnavailable(f"config for {repo_id} not available: the hub refused ({type(exc).__name__})") from None
+    raise ConfigUnavailable(f"config for {repo_id} not available offline (not in the Hugging Face cache, "
+                            "and the hub can't be reached from here)")
+
+
+def _hub_reachable(timeout_s: float = 2.0) -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false", "no"):
+        return False
+    import socket
+    from urllib.parse import urlparse
+
+    try:
+        from huggingface_hub import constants
+
+        host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    except Exception:
+        host = "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout_s).close()
+        return True
+    except OSError:
+        return False
+
+
+# A minimal GGUF metadata reader (header key/values and tensor names; no tensor data). The `gguf` package's
+# GGUFReader parses every tokenizer array into numpy and takes seconds on a small CPU; this takes ~0.1 s.
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_GGUF_STRING, _GGUF_ARRAY = 8, 9
+
+
+def read_gguf_metadata(path: Path) -> tuple[dict, list[str]]:
+    """(metadata key/values, tensor names) of a GGUF file; arrays are returned as their length only."""
+    with open(path, "rb") as f:
+        def unpack(fmt):
+            size = struct.calcsize(fmt)
+            data = f.read(size)
+            if len(data) != size:
+                raise ConfigUnavailable(f"{path}: GGUF header cut short")
+            return struct.unpack(fmt, data)[0]
+
+        def string():
+            return f.read(unpack("<Q")).decode("utf-8", errors="replace")
+
+        def value(kind):
+            if kind in _GGUF_SCALARS:
+                return unpack(_GGUF_SCALARS[kind])
+            if kind == _GGUF_STRING:
+                return string()
+            if kind == _GGUF_ARRAY:
+                item_kind, count = unpack("<I"), unpack("<Q")
+                if item_kind == _GGUF_STRING:
+                    for _ in range(count):
+                        f.seek(unpack("<Q"), 1)
+                elif item_kind in _GGUF_SCALARS:
+                    f.seek(count * struct.calcsize(_GGUF_SCALARS[item_kind]), 1)
+                else:
+                    for _ in range(count):
+                        value(item_kind)
+                return count
+            raise ConfigUnavailable(f"{path}: unknown GGUF value type {kind}")
+
+        if f.read(4) != b"GGUF":
+            raise ConfigUnavailable(f"{path}: not a GGUF file")
+        version = unpack("<I")
+        if version < 2:
+            raise ConfigUnavailable(f"{path}: GGUF version {version} is too old to read")
+        n_tensors, n_kv = unpack("<Q"), unpack("<Q")
+        meta = {}
+        for _ in range(n_kv):
+            key = string()
+            meta[key] = value(unpack("<I"))
+        names = []
+        for _ in range(n_tensors):
+            names.append(string())
+            f.seek(8 * unpack("<I") + 4 + 8, 1)  # dims, type, offset
+        return meta, names
+
+
+def config_from_gguf(path: Path) -> dict:
+    """The Llama config.json transformers derives from a llama-architecture GGUF (as `prepare` saves it)."""
+    return dict(_config_from_gguf(Path(path).resolve()))
+
+
+@lru_cache(maxsize=4)
+def _config_from_gguf(path: Path) -> dict:
+    meta, tensors = read_gguf_metadata(path)
+    arch = meta.get("general.architecture")
+    if arch != "llama":
+        raise ConfigUnavailable(f"{path}: architecture {arch!r}, expected 'llama'")
+    heads = meta["llama.attention.head_count"]
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": meta["llama.embedding_length"], "num_hidden_layers": meta["llama.block_count"],
+        "intermediate_size": meta["llama.feed_forward_length"], "num_attention_heads": heads,
+        "num_key_value_heads": meta.get("llama.attention.head_count_kv", heads),
+        "max_position_embeddings": meta.get("llama.context_length"),
+        "rms_norm_eps": meta.get("llama.attention.layer_norm_rms_epsilon"),
+        "rope_theta": meta.get("llama.rope.freq_base"),
+        "vocab_size": meta.get("llama.vocab_size") or meta.get("tokenizer.ggml.tokens"),
+        "tie_word_embeddings": "output.weight" not in tensors,  # no separate output matrix: tied
+        "torch_dtype": "float32",
+    }
+    if "llama.attention.key_length" in meta:
+        config["head_dim"] = meta["llama.attention.key_length"]
+    return config
+
+
+# -- counting ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters vLLM allocates for one model, by kind (quantization applies to `linear` only)."""
+
+    embedding: int = 0
+    linear: int = 0
+    norm: int = 0
+    lm_head: int = 0
+    extra_bytes: int = 0  # buffers loaded with the weights that aren't parameters (EAGLE-3's id map)
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.linear + self.norm + self.lm_head
+
+    def weight_bytes(self, dtype_bytes: float, linear_bytes: float | None = None) -> int:
+        linear_bytes = dtype_bytes if linear_bytes is None else linear_bytes
+        return int((self.embedding + self.norm + self.lm_head) * dtype_bytes + self.linear * linear_bytes
+                   + self.extra_bytes)
+
+
+def _shape(config: dict) -> dict:
+    text = config.get("text_config") or config  # multimodal wrappers keep the LM's shape in text_config
+    hidden, heads = text["hidden_size"], text["num_attention_heads"]
+    return {
+        "hidden": hidden, "layers": text["num_hidden_layers"], "heads": heads,
+        "kv_heads": text.get("num_key_value_heads") or heads,
+        "head_dim": text.get("head_dim") or hidden // heads,
+        "intermediate": text["intermediate_size"], "vocab": text["vocab_size"],
+        "tied": bool(text.get("tie_word_embeddings", False)),
+        "qkv_bias": bool(text.get("attention_bias", False)) or text.get("model_type") == "qwen2",
+        "mlp_bias": bool(text.get("mlp_bias", False)),
+    }
+
+
+def _layer_linear(s: dict, qkv_input: int | None = None) -> int:
+    """q/k/v/o projections (grouped-query attention) and the gated MLP (gate, up, down) of one layer."""
+    qkv_input = qkv_input or s["hidden"]
+    q, kv = s["heads"] * s["head_dim"], s["kv_heads"] * s["head_dim"]
+    attention = qkv_input * (q + 2 * kv) + q * s["hidden"] + (q + 2 * kv if s["qkv_bias"] else 0)
+    mlp = 3 * s["hidden"] * s["intermediate"] + (2 * s["intermediate"] + s["hidden"] if s["mlp_bias"] else 0)
+    return attention + mlp
+
+
+def count_parameters(config: dict) -> ParamCount:
+    """A decoder-only Llama / Qwen2 / Mistral model: embeddings, per layer attention + gated MLP + two
+    RMSNorms, the final norm, and the LM head unless tie_word_embeddings."""
+    s = _shape(config)
+    return ParamCount(
+        embedding=s["vocab"] * s["hidden"],
+        linear=s["layers"] * _layer_linear(s),
+        norm=(2 * s["layers"] + 1) * s["hidden"],
+        lm_head=0 if s["tied"] else s["vocab"] * s["hidden"],
+    )
+
+
+def count_eagle_head(config: dict, method: str, target_config: dict) -> tuple[ParamCount, str]:
+    """What vLLM loads for an EAGLE head, and what it shares with the target (not counted here).
+
+    EAGLE-1 (vllm/model_executor/models/llama_eagle.py): num_hidden_layers Llama decoder layers, the first
+    without its input RMSNorm, and an fc of 2*hidden -> hidden (no bias) over [token embedding, target
+    hidden state]; no final norm. The token embedding and the LM head are the target's (EagleProposer
+    shares both when the shapes match and there is no pipeline parallelism).
+    EAGLE-3 (llama_eagle3.py): layers whose first takes 2*hidden inputs to q/k/v, each with an extra
+    hidden_norm; an fc over three target hidden states (3*target_hidden -> hidden); a final norm; its own
+    LM head over draft_vocab_size with a draft-to-target id map (int64). The token embedding is the
+    target's.
+    """
+    s, t = _shape(config), _shape(target_config)
+    shares_embedding = (s["vocab"], s["hidden"]) == (t["vocab"], t["hidden"])
+    embedding = 0 if shares_embedding else s["vocab"] * s["hidden"]
+    if method == "eagle":
+        linear = s["layers"] * _layer_linear(s) + 2 * s["hidden"] * s["hidden"]
+        norm = (2 * s["layers"] - 1) * s["hidden"]
+        if config.get("add_para_norm"):  # HASS variant: two more norms
+            norm += 2 * s["hidden"]
+        shared = ("token embedding and LM head shared with the target" if shares_embedding
+                  else "LM head shared with the target; own token embedding")
+        return ParamCount(embedding=embedding, linear=linear, norm=norm), shared
+    if method == "eagle3":
+        draft_vocab = config.get("draft_vocab_size") or s["vocab"]
+        target_hidden = config.get("target_hidden_size") or s["hidden"]
+        linear = _layer_linear(s, qkv_input=2 * s["hidden"]) + (s["layers"] - 1) * _layer_linear(s)
+        linear += 3 * target_hidden * s["hidden"]
+        norm = 3 * s["layers"] * s["hidden"] + s["hidden"]
+        shared = ("token embedding shared with the target" if shares_embedding else "own token embedding")
+        return (ParamCount(embedding=embedding, linear=linear, norm=norm, lm_head=draft_vocab * s["hidden"],
+                           extra_bytes=8 * draft_vocab),
+                shared + f"; own LM head over {draft_vocab:,} draft tokens")
+    raise ValueError(f"not an EAGLE method: {method!r}")
+
+
+def kv_bytes_per_token(config: dict, dtype_bytes: float, tp: int = 1) -> int:
+    """K and V for every layer: 2 x layers x KV heads x head_dim x dtype bytes, on one of `tp` ranks (KV
+    heads are split across tensor-parallel ranks, replicated when there are fewer heads than ranks)."""
+    s = _shape(config)
+    kv_heads = max(1, s["kv_heads"] // tp)
+    return int(2 * s["layers"] * kv_heads * s["head_dim"] * dtype_bytes)
+
+
+def dtype_bytes(dtype: str, config: dict | None = None) -> int:
+    if dtype == "auto":
+        dtype = str((config or {}).get("torch_dtype") or (config or {}).get("dtype") or "bfloat16")
+    dtype = dtype.replace("torch.", "")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}")
+    return DTYPE_BYTES[dtype]
+
+
+def linear_weight_bytes(quantization: str | None, config: dict, default: float) -> tuple[float, str | None]:
+    """Bytes per linear-layer weight under the quantization in effect (the preset's, else the config's):
+    8-bit methods (fp8, int8, W8A8 compressed-tensors) 1, 4-bit ones (AWQ, GPTQ) 0.5; scales ignored."""
+    qc = config.get("quantization_config") or {}
+    method = (quantization or qc.get("quant_method") or "").lower()
+    if not method:
+        return default, None
+    bits = qc.get("bits") or qc.get("w_bit")
+    if not bits and isinstance(qc.get("config_groups"), dict):  # compressed-tensors
+        groups = [g.get("weights") or {} for g in qc["config_groups"].values() if isinstance(g, dict)]
+        bits = next((w.get("num_bits") for w in groups if w.get("num_bits")), None)
+    if not bits:
+        bits = 4 if method in FOUR_BIT_METHODS else 8
+    return bits / 8, method
+
+

@@ -1,0 +1,168 @@
+"""One comparison run, built from the pair's events: both outputs, identity and first divergence, timings,
+acceptance. Pure logic (no vLLM, no UI): it is fed live, so the page and the CLI read the same numbers.
+
+Definitions (documented in the README):
+- ttft_s: first token's arrival minus the request's submission.
+- tokens_per_s: decode throughput, (tokens - 1) / (last token's arrival - first token's arrival); the
+  first token comes from prefill, which speculation doesn't change.
+- step_seconds: mean decode step, (last arrival - first arrival) / (steps - 1).
+- tokens_per_step: mean tokens a decode step emitted, (tokens - first step's) / (steps - 1).
+  So tokens_per_s = tokens_per_step / step_seconds, exactly.
+- speedup: speculative tokens_per_s / baseline tokens_per_s
+         = tokens_per_step_ratio (spec / baseline) / step_cost_ratio (spec step_seconds / baseline's).
+- acceptance_rate, mean_acceptance_length: from the speculative request's counters, as vLLM defines them:
+  vLLM's per-request metrics where it has them (acceptance_source "per-request"), else the difference of
+  the engine's stat-logger counters over the run ("engine delta").
+- efficiency: speedup / mean acceptance length, the share of acceptance's promised gain delivered.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from specplay.core.events import BASELINE, ROLES, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
+from specplay.core.trace import EngineTrace, _round
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token, or of the end of the shorter output; None if identical."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def divergence_context(a: list[int], b: list[int], index: int, decode: Callable[[list[int]], str],
+                       before: int = 3, after: int = 6) -> dict:
+    """A few tokens of each side around the divergence, decoded, for people to read."""
+    start = max(0, index - before)
+    return {
+        "common": decode(a[start:index]),
+        BASELINE: decode(a[index:index + after]),
+        SPECULATIVE: decode(b[index:index + after]),
+    }
+
+
+class Comparison:
+    """Accumulates one run's events; readable at any moment (live charts) and at the end (verdict)."""
+
+    def __init__(self, decode: Callable[[list[int]], str] | None = None, num_speculative_tokens: int | None = None):
+        self.traces = {role: EngineTrace(role) for role in ROLES}
+        self.counters = SpecDecodeCounters()
+        self.counters_source: str | None = None  # PER_REQUEST or ENGINE_DELTA, once the run has finished
+        self.decode = decode
+        self.num_speculative_tokens = num_speculative_tokens
+        self.run_id: str | None = None
+        self.prompt_token_ids: tuple[int, ...] = ()
+        self.schedule: str | None = None
+        self.finished: RunFinished | None = None
+        # (arrival time, counters so far) at each speculative step: the acceptance chart's line
+        self.counter_history: list[tuple[float, SpecDecodeCounters]] = []
+
+    def add(self, event) -> None:
+        if isinstance(event, RunStarted):
+            self.run_id, self.prompt_token_ids, self.schedule = event.run_id, event.prompt_token_ids, event.schedule
+        elif isinstance(event, StepEvent):
+            self.traces[event.engine].add(event)
+            if event.counters is not None:
+                self.counters = event.counters
+                self.counter_history.append((event.time, event.counters))
+        elif isinstance(event, RunFinished):
+            self.finished = event
+            self.counters = event.counters
+            self.counters_source = getattr(event, "counters_source", None)
+
+    @property
+    def baseline(self) -> EngineTrace:
+        return self.traces[BASELINE]
+
+    @property
+    def speculative(self) -> EngineTrace:
+        return self.traces[SPECULATIVE]
+
+    @property
+    def done(self) -> bool:
+        return self.finished is not None
+
+    @property
+    def first_divergence(self) -> int | None:
+        return first_divergence(self.baseline.token_ids, self.speculative.token_ids)
+
+    @property
+    def identical(self) -> bool:
+        return self.done and not self.finished.error and self.first_divergence is None
+
+    @property
+    def speedup(self) -> float | None:
+        b, s = self.baseline.tokens_per_s, self.speculative.tokens_per_s
+        return s / b if b and s else None
+
+    @property
+    def tokens_per_step_ratio(self) -> float | None:
+        """How many more tokens a speculative step yields than a baseline step (the acceptance factor)."""
+        b, s = self.baseline.tokens_per_step, self.speculative.tokens_per_step
+        return s / b if b and s else None
+
+    @property
+    def step_cost_ratio(self) -> float | None:
+        """How much longer a speculative step takes than a baseline step (the cost factor)."""
+        b, s = self.baseline.step_seconds, self.speculative.step_seconds
+        return s / b if b and s else None
+
+    @property
+    def efficiency(self) -> float | None:
+        mal = self.counters.mean_acceptance_length
+        return self.speedup / mal if self.speedup and mal else None
+
+    def until(self, seconds: float) -> "Comparison":
+        """The run as it stood `seconds` after each engine's own submission: both engines on one clock, as
+        if each had run alone from time zero. Counters and the verdict come with the last frame only."""
+        view = Comparison(self.decode, self.num_speculative_tokens)
+        view.run_id, view.prompt_token_ids, view.schedule = self.run_id, self.prompt_token_ids, self.schedule
+        view.traces = {role: trace.until(seconds) for role, trace in self.traces.items()}
+        submitted = self.speculative.submitted_at
+        if submitted is not None:
+            view.counter_history = [(t, c) for t, c in self.counter_history if t <= submitted + seconds]
+            view.counters = view.counter_history[-1][1] if view.counter_history else SpecDecodeCounters()
+        if seconds >= self.replay_seconds:
+            view.counters, view.finished, view.counters_source = self.counters, self.finished, self.counters_source
+        return view
+
+    @property
+    def replay_seconds(self) -> float:
+        """How long a replay on one clock lasts: the slower engine's submission-to-last-token time."""
+        return max((t.total_seconds or 0.0) for t in self.traces.values())
+
+    def as_dict(self) -> dict:
+        """The `compare --json` object."""
+        index = self.first_divergence
+        spec = self.speculative.as_dict()
+        c = self.counters
+        spec.update({
+            "acceptance_rate": _round(c.acceptance_rate, 4),
+            "mean_acceptance_length": _round(c.mean_acceptance_length, 3),
+            "accepted_per_position": list(c.accepted_per_position),
+            "num_drafts": c.num_drafts,
+            "num_draft_tokens": c.num_draft_tokens,
+            "num_accepted": c.num_accepted_tokens,
+            "acceptance_source": self.counters_source,
+            "efficiency": _round(self.efficiency, 3),
+        })
+        out = {
+            "identical": self.identical,
+            "first_divergence": index,
+            "speedup": _round(self.speedup, 3),
+            "tokens_per_step_ratio": _round(self.tokens_per_step_ratio, 4),
+            "step_cost_ratio": _round(self.step_cost_ratio, 4),
+            "schedule": self.schedule,
+            "prompt_tokens": len(self.prompt_token_ids),
+            BASELINE: self.baseline.as_dict(),
+            SPECULATIVE: spec,
+        }
+        if index is not None and self.decode is not None:
+            out["divergence_context"] = divergence_context(self.baseline.token_ids, self.speculative.token_ids,
+                                                           index, self.decode)
+        if self.finished is not None and (self.finished.error or self.finished.cancelled):
+            out["error"] = self.finished.error
+            out["cancelled"] = self.finished.cancelled
+        return out

@@ -1,0 +1,96 @@
+"""Why a run was as fast as it was. The speedup splits exactly into two measured factors:
+
+    speedup = tokens_per_step_ratio / step_cost_ratio
+            = (speculative tokens per step ÷ baseline's) / (speculative step time ÷ baseline's)
+
+The first is what acceptance buys, the second what a speculative step costs (drafting plus verifying
+k+1 tokens). `explain()` picks one sentence from the figures that says which factor decides and, when the
+run loses, what would help. Pure logic: no vLLM, no Gradio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specplay.core.events import BASELINE, SPECULATIVE
+
+PAYS = 1.05  # above this the run counts as a win, below 1/PAYS as a loss
+WEAK_GAIN = 1.25  # fewer than a quarter of a token extra per step: drafts are rarely accepted
+HEAVY_COST = 1.25  # a speculative step a quarter longer than a plain one is expensive
+SMALL_STEP_S = 0.005  # a GPU decode step this short is mostly fixed per-step overhead, not the model
+
+GAIN_ADVICE = {
+    "ngram": "n-gram drafts come from the prompt, so a prompt whose answer copies from it (a rewrite, a code "
+             "edit, an answer from a given context) would help",
+    "draft_model": "a draft closer to the target, or a smaller k (fewer rejected draft tokens), would help",
+    "eagle": "an EAGLE head trained for this target, or a smaller k, would help",
+    "eagle3": "an EAGLE-3 head trained for this target, or a smaller k, would help",
+}
+
+
+@dataclass(frozen=True)
+class Factors:
+    speedup: float
+    gain: float  # tokens_per_step_ratio
+    cost: float  # step_cost_ratio
+    acceptance_rate: float | None
+    baseline_step_s: float
+    async_scheduling: dict  # role -> bool | None
+
+
+def factors(result: dict) -> Factors | None:
+    """The two factors of a `compare --json` object, or None when the run has too few steps to time."""
+    speedup, gain, cost = result.get("speedup"), result.get("tokens_per_step_ratio"), result.get("step_cost_ratio")
+    step = (result.get(BASELINE) or {}).get("step_seconds")
+    if not (speedup and gain and cost and step):
+        return None
+    engines = result.get("engines") or {}
+    return Factors(speedup, gain, cost, (result.get(SPECULATIVE) or {}).get("acceptance_rate"), step,
+                   {role: (engines.get(role) or {}).get("async_scheduling") for role in (BASELINE, SPECULATIVE)})
+
+
+def cost_reasons(f: Factors, method: str, k: int, device: str) -> list[str]:
+    """What makes a speculative step expensive here, from the measured figures and the engines' config, the
+    most telling first (the sentence names two at most)."""
+    reasons = []
+    if f.async_scheduling.get(SPECULATIVE) is False and f.async_scheduling.get(BASELINE):
+        reasons.append("the speculative engine runs without async scheduling on this vLLM, the baseline with it")
+    if method in ("draft_model", "eagle", "eagle3") and f.cost > 1:
+        per_pass = (f.cost - 1) / k  # what each of the k draft passes adds, if verifying costs one step
+        if method == "draft_model" and per_pass >= 0.15:
+            reasons.append(f"the draft is slow relative to the target: each of its {k} passes adds about "
+                           f"{per_pass:.0%} of a target step")
+    if device == "gpu" and f.baseline_step_s < SMALL_STEP_S:
+        reasons.append(f"the target is too small for speculation to pay on this device: a "
+                       f"{f.baseline_step_s * 1000:.1f} ms step is mostly fixed overhead, which drafting adds to")
+    if not reasons:
+        reasons.append(f"proposing drafts and verifying {k + 1} tokens costs more than one plain step here")
+    return reasons
+
+
+def explain(result: dict, method: str, k: int, device: str) -> str | None:
+    """One sentence: which factor decides this run's speedup, and what would help when it loses."""
+    f = factors(result)
+    if f is None:
+        return None
+    head = f"{f.gain:.2f}× the tokens per step at {f.cost:.2f}× the step time"
+    weak, heavy = f.gain < WEAK_GAIN, f.cost > HEAVY_COST
+    accepted = f"{f.acceptance_rate:.0%} of drafted tokens accepted" if f.acceptance_rate is not None else "few drafts accepted"
+    advice = GAIN_ADVICE.get(method, "a better draft would help")
+    if f.speedup >= PAYS:
+        if heavy:
+            return (f"Speculation pays ({f.speedup:.2f}×): {head}; cheaper steps would gain more, since "
+                    f"{cost_reasons(f, method, k, device)[0]}.")
+        return f"Speculation pays ({f.speedup:.2f}×): {head}, so acceptance decides and the steps stay cheap."
+    if weak and heavy:
+        return (f"Both factors lose ({f.speedup:.2f}×): only {accepted} ({f.gain:.2f}× the tokens per step), and "
+                f"each step takes {f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}; "
+                f"{advice}.")
+    if heavy:
+        return (f"Steps are too expensive ({f.speedup:.2f}×): each yields {f.gain:.2f}× the tokens but takes "
+                f"{f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}.")
+    if weak:
+        return (f"Drafts were rarely accepted ({f.speedup:.2f}×): {accepted}, so a step yields only {f.gain:.2f}× "
+                f"the tokens, not enough for steps {f.cost:.2f}× as long; {advice}.")
+    return (f"Acceptance and step cost cancel out ({f.speedup:.2f}×): {head}; more accepted tokens per step or "
+            f"cheaper steps would tip it.")

@@ -1,0 +1,119 @@
+"""One run's figures, each defined once: its label, its format, and whether it is per engine or for the
+run. The CLI report, the page's table, the history CSV and the benchmarks all read a run through here,
+from the `compare --json` object (`Comparison.as_dict()`), so a figure reads the same everywhere.
+Definitions are in `comparison.py` and the README.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from specplay.core.events import BASELINE, ROLES, SPECULATIVE
+
+ENGINE, RUN, SPEC_ONLY = "engine", "run", "speculative"
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str  # the key in the JSON (per engine or top level); the CSV column stem
+    label: str
+    fmt: str  # format spec for people
+    scope: str  # ENGINE: one value per engine; SPEC_ONLY: the speculative engine's; RUN: one for the run
+    scale: float = 1.0  # shown value = raw value * scale (e.g. seconds shown as ms)
+    suffix: str = ""
+    digits: int = 4  # rounding for the CSV and the benchmarks' JSON
+
+
+FIGURES = (
+    Figure("ttft_s", "time to first token (s)", ".3f", ENGINE),
+    Figure("tokens_per_s", "decode tokens/s", ".1f", ENGINE, digits=2),
+    Figure("tokens", "tokens", "d", ENGINE),
+    Figure("steps", "steps", "d", ENGINE),
+    Figure("tokens_per_step", "tokens per decode step", ".2f", ENGINE),
+    Figure("step_seconds", "decode step (ms)", ".2f", ENGINE, scale=1000.0, digits=6),
+    Figure("speedup", "speedup", ".2f", RUN, suffix="×", digits=3),
+    Figure("tokens_per_step_ratio", "tokens per step, spec ÷ baseline", ".2f", RUN, suffix="×"),
+    Figure("step_cost_ratio", "step time, spec ÷ baseline", ".2f", RUN, suffix="×"),
+    Figure("acceptance_rate", "acceptance rate", ".1%", SPEC_ONLY),
+    Figure("mean_acceptance_length", "mean acceptance length", ".2f", SPEC_ONLY, digits=3),
+    Figure("efficiency", "efficiency (speedup ÷ mean acc. length)", ".2f", SPEC_ONLY, digits=3),
+)
+BY_KEY = {f.key: f for f in FIGURES}
+
+
+def value(result: dict, figure: Figure, role: str = SPECULATIVE):
+    """The raw value of `figure` in a `compare --json` object (for `role` when per engine)."""
+    if figure.scope == RUN:
+        return result.get(figure.key)
+    side = result.get(role) or {}
+    if figure.key == "tokens":
+        return len(side.get("token_ids") or [])
+    return side.get(figure.key)
+
+
+def fmt(raw, figure: Figure, none: str = "—") -> str:
+    if raw is None or (isinstance(raw, float) and math.isnan(raw)):
+        return none
+    return format(raw * figure.scale if figure.scale != 1.0 else raw, figure.fmt) + figure.suffix
+
+
+def table_rows(result: dict, keys: tuple[str, ...] | None = None) -> list[tuple[str, str, str]]:
+    """(label, baseline, speculative) per figure: the CLI report and the page's table."""
+    rows = []
+    for figure in (BY_KEY[k] for k in keys) if keys else FIGURES:
+        if figure.scope == ENGINE:
+            cells = [fmt(value(result, figure, role), figure) for role in ROLES]
+        else:
+            cells = ["", fmt(value(result, figure), figure)]
+        rows.append((figure.label, *cells))
+    return rows
+
+
+def flat_row(result: dict) -> dict:
+    """Every figure as a number, one column each (per-engine figures suffixed _baseline/_speculative):
+    the history CSV and the benchmarks' rows."""
+    row = {}
+    for figure in FIGURES:
+        roles = ROLES if figure.scope == ENGINE else (None,)
+        for role in roles:
+            raw = value(result, figure, role or SPECULATIVE)
+            if isinstance(raw, float):
+                raw = round(raw, figure.digits)
+            row[figure.key if role is None else f"{figure.key}_{role}"] = raw
+    return row
+
+
+FLAT_COLUMNS = tuple(flat_row({BASELINE: {}, SPECULATIVE: {}}))
+
+
+# -- a bench row (playground.bench): the figures above pooled over a batch of requests, plus the batch's own.
+# Pooled: sums over the batch's requests (decode tokens / decode seconds, ...), so speedup is still exactly
+# tokens_per_step_ratio / step_cost_ratio. Per-engine columns are suffixed _baseline/_speculative as above.
+BENCH_FIGURES = (
+    BY_KEY["speedup"], BY_KEY["tokens_per_step_ratio"], BY_KEY["step_cost_ratio"],
+    BY_KEY["acceptance_rate"], BY_KEY["mean_acceptance_length"],
+    Figure("predicted_speedup", "predicted speedup (verify = one pass)", ".2f", RUN, suffix="×", digits=3),
+    Figure("throughput_ratio", "batch throughput, spec ÷ baseline", ".2f", RUN, suffix="×", digits=3),
+    BY_KEY["tokens_per_s"], BY_KEY["tokens_per_step"], BY_KEY["step_seconds"],
+    Figure("throughput", "batch output tokens/s", ".1f", ENGINE, digits=2),
+    Figure("latency_p50_s", "request latency p50 (s)", ".2f", ENGINE, digits=3),
+    Figure("latency_p90_s", "request latency p90 (s)", ".2f", ENGINE, digits=3),
+    Figure("identical", "identical outputs at T=0 (requests)", "d", RUN),
+)
+BENCH_BY_KEY = {f.key: f for f in BENCH_FIGURES}
+
+
+def bench_columns(figures=BENCH_FIGURES) -> list[tuple[str, Figure, str | None]]:
+    """(column, figure, role or None) for each figure of a bench row, per-engine ones once per engine."""
+    return [(f.key if role is None else f"{f.key}_{role}", f, role)
+            for f in figures for role in (ROLES if f.scope == ENGINE else (None,))]
+
+
+def column_label(figure: Figure, role: str | None) -> str:
+    return figure.label if role is None else f"{figure.label}, {role}"
+
+
+def rounded(raw, figure: Figure):
+    """The stored value: floats rounded to the figure's digits (the CSV and JSON)."""
+    return round(raw, figure.digits) if isinstance(raw, float) else raw

@@ -1,0 +1,74 @@
+"""The bench lab on real CPU engines: a small sweep in-process and the bench command end to end."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+
+
+
+from specplay.bench.runner import (BenchRun, BenchSettings, load_prompts)
+from specplay.core.events import SPECULATIVE
+from specplay.presets.catalog import get_preset
+
+
+@pytest.mark.order(1)  # the last test on smollm2-ngram: it leaves the k=2 engine loaded (no restore)
+def test_real_bench_on_the_cpu(ngram_pair):
+    """smollm2-ngram: 2 rewrite prompts, k 4 and 2, concurrency 1 and 2, T=0: the table's invariants. Without
+    restore (as `bench` on a pair of its own): the swap back is test_bench_swaps_each_k_once_and_restores..."""
+    from specplay.core.hardware import detect
+
+    preset = get_preset("smollm2-ngram")
+    pair = ngram_pair
+    settings = BenchSettings(preset.name, workloads=("rewrite",), n=2, concurrency=(1, 2), k=(2, 4),
+                             temperature=(0.0,), max_tokens=24)
+    bench = BenchRun(pair, preset, settings, load_prompts(settings, preset), detect(), restore=False)
+    steps = list(bench.run())
+    assert steps[-1].message == "finished" and steps[-1].done == steps[-1].total == bench.plan.units
+    assert bench.plan.restarts == 1  # the loaded k=4 first, then one swap to k=2
+    rows = bench.rows
+    keys = [(r["workload"], r["temperature"], r["concurrency"], r["k"]) for r in rows]
+    assert sorted(keys) == sorted(("rewrite", 0.0, c, k) for c in (1, 2) for k in (2, 4))  # one row per setting
+    for r in rows:
+        assert r["num_accepted"] <= r["num_draft_tokens"] <= r["k"] * r["num_drafts"]
+        assert sum(r["accepted_per_position"]) == r["num_accepted"] and len(r["accepted_per_position"]) == r["k"]
+        assert r["speedup"] == pytest.approx(r["tokens_per_step_ratio"] / r["step_cost_ratio"], rel=0.02)
+        assert r["identical"] == r["requests"] == 2  # greedy: speculation changes nothing
+        assert r["tokens_baseline"] == r["tokens_speculative"] > 0
+        assert r["tokens_per_step_baseline"] == 1.0  # no speculation: one token a step
+    # the engines as vLLM resolved them while each k was measured, and the swapped one still loaded
+    assert {label: info[SPECULATIVE]["num_speculative_tokens"] for label, info in bench.engines.items()} == {
+        "k=4": 4, "k=2": 2}
+    assert pair.engines[SPECULATIVE].info()["num_speculative_tokens"] == 2
+    result = bench.result()
+    assert {(a["workload"], a["concurrency"]) for a in result["advice"]} == {("rewrite", 1), ("rewrite", 2)}
+    assert all(a["sentence"] for a in result["advice"])
+
+
+def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
+    """`bench` as the command runs it (arguments, progress, files, JSON on stdout), on the session's pair
+    (so no second engine start)."""
+    from specplay.cli.main import main
+
+    out = tmp_path / "results"
+    assert main(["bench", "--preset", "smollm2-ngram", "--workloads", "rewrite,code", "--n", "1",
+                 "--temperature", "0,0.5", "--max-tokens", "16", "--out", str(out), "--json"], pair=ngram_pair) == 0
+    printed = capsys.readouterr()
+    result = json.loads(printed.out)
+    assert "] 8/8 100%" in printed.err  # the progress bar: 4 baseline and 4 speculative batches, no restart
+    rows = {(r["workload"], r["temperature"]) for r in result["rows"]}
+    assert rows == {("rewrite", 0.0), ("rewrite", 0.5), ("code", 0.0), ("code", 0.5)}
+    assert all(r["identical"] == 1 for r in result["rows"] if r["temperature"] == 0)
+    with open(out / "bench.csv") as f:
+        table = list(csv.DictReader(f))
+    assert {(r["workload"], float(r["temperature"])) for r in table} == rows
+    saved = json.loads((out / "bench.json").read_text())
+    assert saved["rows"] == result["rows"] and saved["settings"]["k"] == []
+    assert saved["files"]["png"] == ["acceptance_per_position.png", "speedup_vs_temperature.png"]
+    for stem in ("acceptance_per_position", "speedup_vs_temperature"):
+        assert (out / f"{stem}.html").stat().st_size > 500
+        png = out / f"{stem}.png"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000

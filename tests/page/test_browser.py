@@ -1,0 +1,222 @@
+"""The page in a real headless browser (Debian chromium + chromedriver, driven by selenium) against the
+shared app server: loading state, a run at T=0, charts and tables drawn, and model output containing
+markup shown as text with no script running. Screenshots go to tests/artifacts/ (gitignored).
+
+Needs: apt-get install -y chromium chromium-driver; pip install selenium. scripts/test.sh installs both; without them these tests fail rather than skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+
+import pytest
+
+from tests.ui_fixtures import ARTIFACTS
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+# No skip: a green run must have driven a real browser (scripts/test.sh installs both).
+assert os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER), \
+    "the browser tests need Debian's chromium and chromium-driver: apt-get install chromium chromium-driver"
+from selenium import webdriver  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+XSS_PROMPT = ("Repeat the following text exactly, character for character, and nothing else:\n"
+              "<script>window.__pwned=1</script> <img src=x onerror=\"window.__pwned=2\">")
+
+
+@pytest.fixture(scope="module")  # quits between this module's tests on ngram and its last one: no chromium
+def browser():                    # drawing the page while test_app_e2e reloads and switches the engines
+    profile = tempfile.mkdtemp(prefix="playground-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={profile}", "--window-size=1440,1000"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def page(browser, app):
+    browser.get(app.url)
+    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run"))
+    return browser
+
+
+def screenshot(driver, name: str) -> None:
+    """Full page: the window grown to the document's height."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1440, height + 40)
+    time.sleep(0.5)
+    driver.save_screenshot(str(ARTIFACTS / name))
+    driver.set_window_size(1440, 1000)
+
+
+def set_prompt(driver, text: str) -> None:
+    box = driver.find_element(By.CSS_SELECTOR, "#prompt textarea")
+    box.clear()
+    box.send_keys(text)
+
+
+def set_max_tokens(driver, n: int) -> None:
+    """Type into the Max tokens slider's number box, as a visitor would."""
+    box = driver.find_element(By.CSS_SELECTOR, "#max-tokens input[type=number]")
+    box.clear()
+    box.send_keys(str(n), Keys.TAB)
+    WebDriverWait(driver, 10).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "#max-tokens input[type=range]").get_attribute("value") == str(n))
+
+
+VERDICTS = ("Identical", "Diverged", "Stopped", "failed")
+
+
+def run_and_wait(driver, timeout=300) -> str:
+    """Click Run once it is enabled; return the badge's text when both engines have finished and the replay
+    on one clock (sequential schedule, the default) has played to its end."""
+    wait = WebDriverWait(driver, 600)
+    wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())  # engines ready
+    driver.find_element(By.CSS_SELECTOR, "#run").click()
+    deadline = time.monotonic() + timeout
+    replayed, verdict_since = False, None
+    while time.monotonic() < deadline:
+        badge = driver.find_element(By.CSS_SELECTOR, "#badge").text
+        replayed = replayed or "Replaying" in badge
+        if any(word in badge for word in VERDICTS) and driver.find_element(By.CSS_SELECTOR, "#run").is_enabled():
+            verdict_since = verdict_since or time.monotonic()
+            # done: after the replay, or when none began within 5 s (a run that can't be replayed)
+            if replayed or time.monotonic() - verdict_since > 5:
+                return badge
+        else:
+            verdict_since = None
+        time.sleep(0.1)
+    raise AssertionError(f"no verdict within {timeout} s: {badge!r}")
+
+
+def test_run_shows_both_panes_identity_charts_and_tables(page):
+    set_prompt(page, "Rewrite this sentence in the passive voice: The committee approved the new budget on "
+                     "Monday, and the mayor signed it the next day.")
+    badge = run_and_wait(page)
+    assert "Identical" in badge
+    base = page.find_element(By.CSS_SELECTOR, "#pane-baseline").text
+    spec = page.find_element(By.CSS_SELECTOR, "#pane-speculative").text
+    assert len(base.strip()) > 10 and base == spec
+    # per-token highlight with the step on hover, and its legend
+    tokens = page.find_elements(By.CSS_SELECTOR, "#pane-speculative span.tok")
+    assert len(tokens) > 5 and tokens[0].get_attribute("title").startswith("step 0: prefill")
+    assert any(t.get_attribute("title").startswith("step 1:") for t in tokens)
+    assert "accepted" in page.find_element(By.CSS_SELECTOR, "#legend").text
+    for chart in ("#chart-rate", "#chart-acceptance", "#chart-memory"):
+        WebDriverWait(page, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, f"{chart} svg.main-svg"))
+        traces = page.find_elements(By.CSS_SELECTOR, f"{chart} .scatterlayer .trace path.js-line")
+        assert traces, f"{chart} has no drawn line"
+    assert "RSS" in page.find_element(By.CSS_SELECTOR, "#chart-memory").text
+    summary = page.find_element(By.CSS_SELECTOR, "#summary").text
+    assert "speculative" in summary and "baseline" in summary
+    assert "smollm2-ngram" in page.find_element(By.CSS_SELECTOR, "#history").text
+    screenshot(page, "page_identical.png")
+
+
+def test_markup_in_model_output_renders_as_text(page):
+    set_prompt(page, XSS_PROMPT)
+    run_and_wait(page)
+    screenshot(page, "page_markup_output.png")
+    assert page.execute_script("return window.__pwned === undefined")
+    for pane in ("#pane-baseline", "#pane-speculative", "#badge"):
+        element = page.find_element(By.CSS_SELECTOR, pane)
+        assert not element.find_elements(By.TAG_NAME, "script")
+        assert not element.find_elements(By.TAG_NAME, "img")
+    text = page.find_element(By.CSS_SELECTOR, "#pane-baseline").text
+    # the model repeats the markup (deterministic at T=0 on this preset): it shows up literally
+    assert "<script>" in text or "<img" in text, text
+
+
+def test_a_visitor_waiting_sees_their_place_in_the_queue(page, app):
+    """Another session's run holds the engines: the page shows this visitor's place in the queue on the
+    badge (visible text, not just in the DOM), and its run starts and ends once the other one stops."""
+    import re
+
+    from specplay.page.inputs import EXAMPLES
+    from specplay.page.live_run import API_OUTPUTS
+
+    WebDriverWait(page, 600).until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())  # ready
+    set_prompt(page, EXAMPLES["rewrite"])  # typed before the engines get busy: 2 busy cores type slowly
+    set_max_tokens(page, 8)
+    other = app.client()
+    job = other.submit(EXAMPLES["creative"], 600, 0.0, "sequential", api_name="/run")
+    deadline = time.monotonic() + 120
+    while not job.outputs() and not job.done():  # until the other run streams: it holds the engines
+        assert time.monotonic() < deadline, job.status()
+        time.sleep(0.2)
+    page.find_element(By.CSS_SELECTOR, "#run").click()
+    try:
+        WebDriverWait(page, 30).until(
+            lambda d: re.search(r"queue: 1/\d", d.find_element(By.CSS_SELECTOR, "#badge").text))
+    finally:
+        other.predict(api_name="/stop")
+    assert "Stopped" in dict(zip(API_OUTPUTS, job.result(timeout=120)))["badge"]  # the other visitor's run
+    WebDriverWait(page, 300).until(lambda d: "Identical" in d.find_element(By.CSS_SELECTOR, "#badge").text)
+    assert "queue" not in page.find_element(By.CSS_SELECTOR, "#badge").text
+
+
+def _switch(app, preset: str) -> None:
+    client = app.client()
+    client.predict(preset, api_name="/switch_preset")
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline:
+        status = client.predict(api_name="/status")
+        if status["preset"] == preset and status["state"] in ("ready", "error"):
+            assert status["state"] == "ready", status
+            return
+        time.sleep(2)
+    raise AssertionError(f"{preset} not ready")
+
+
+def _explanation(page) -> tuple[str, list]:
+    WebDriverWait(page, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#explain .why-sentence"))
+    return (page.find_element(By.CSS_SELECTOR, "#explain .why-sentence").text,
+            page.find_elements(By.CSS_SELECTOR, "#explain .factor"))
+
+
+def test_explanation_after_a_winning_run(page):
+    from specplay.page.inputs import EXAMPLES
+
+    # n-gram on the rewrite example: the answer copies the prompt (1.7-1.9x measured on this CPU)
+    set_prompt(page, EXAMPLES["rewrite"])
+    assert "Identical" in run_and_wait(page)
+    sentence, factors = _explanation(page)
+    assert sentence.startswith("Speculation pays"), sentence
+    labels = [f.find_element(By.CSS_SELECTOR, ".f-label").text.lower() for f in factors]
+    assert labels == ["tokens per step", "step time", "speedup"]
+    assert "good" in factors[2].get_attribute("class")  # the speedup card: above 1x
+    assert "speculative: async scheduling off" in page.find_element(By.CSS_SELECTOR, "#explain .async").text
+    assert "Where smollm2-ngram pays on a CPU" in page.find_element(By.CSS_SELECTOR, "#explain").text
+    screenshot(page, "explain_winning.png")
+
+
+@pytest.mark.order(3)  # the app's last test: after test_app_e2e's switch to this preset (then a no-op here)
+def test_explanation_after_a_losing_run(page, app):
+    from specplay.page.inputs import EXAMPLES
+
+    # the layer-skipped draft costs most of a target step per pass: a loss (0.5-0.7x measured)
+    _switch(app, "smollm2-layerskip-draft")
+    page.refresh()
+    WebDriverWait(page, 120).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run")
+                                   and d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
+    set_prompt(page, EXAMPLES["chat"])
+    set_max_tokens(page, 48)  # the chat answer runs to max tokens: a third of the default is plenty for a loss
+    run_and_wait(page)
+    sentence, factors = _explanation(page)
+    assert sentence.startswith(("Steps are too expensive", "Both factors lose")), sentence
+    assert "draft is slow relative to the target" in sentence
+    assert "bad" in factors[1].get_attribute("class") and "bad" in factors[2].get_attribute("class")
+    screenshot(page, "explain_losing.png")

@@ -1,0 +1,89 @@
+"""Telemetry, the pair manager, and app.py's options (no engines)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+from specplay.core.events import BASELINE, SPECULATIVE
+from specplay.presets.catalog import get_preset
+from specplay.engine.telemetry import MemorySampler, rss_bytes
+from tests.ui_fixtures import FakePair, ROOT
+
+
+
+# -- telemetry ------------------------------------------------------------------------------------------------
+def test_rss_sampler_sums_processes_and_keeps_series():
+    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(200 * 1024 * 1024); print('ok', flush=True); "
+                              "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ok"  # allocated and touched
+        sampler = MemorySampler(lambda: {BASELINE: [os.getpid()], SPECULATIVE: [child.pid]}, hz=20).start()
+        time.sleep(0.5)
+        sampler.stop()
+        series = sampler.series()
+        assert sampler.kind == "rss" and "RSS" in sampler.label
+        assert len(series[BASELINE].times) >= 3
+        assert series[SPECULATIVE].latest >= 200 * 1024 * 1024
+        assert series[SPECULATIVE].latest == pytest.approx(rss_bytes([child.pid]), rel=0.1)
+        later = sampler.series(since=series[BASELINE].times[-1])
+        assert len(later[BASELINE].times) == 1
+    finally:
+        child.kill()
+
+
+def test_pair_manager_loads_in_background_and_refuses_other_presets():
+    from specplay.page.manager import PairManager, PresetNotAllowed
+
+    preset = get_preset("smollm2-ngram")
+    manager = PairManager({preset.name: preset}, preset.name,
+                          pair_factory=lambda p, hw, log=print: FakePair(lambda r: [], p))
+    manager.load(preset.name)
+    assert manager.status().state == "loading" and manager.pair is None
+    deadline = time.monotonic() + 10
+    while manager.status().state != "ready" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert manager.status().state == "ready" and manager.pair is not None
+    with pytest.raises(PresetNotAllowed):
+        manager.load("llama31-8b-eagle")
+    with manager.run_lock:  # a run holds the engines: no switch under it
+        with pytest.raises(RuntimeError, match="run is in progress"):
+            manager.load(preset.name)
+    manager.shutdown()
+
+
+def test_app_help_is_light():
+    out = subprocess.run([sys.executable, "app.py", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    for option in ("--presets", "--preset", "--config", "--host", "--port", "--share", "--auth"):
+        assert option in out.stdout
+    probe = subprocess.run([sys.executable, "-c", "import sys, app; app.parse_args(['--help'])"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=30)
+    assert probe.returncode == 0
+    heavy = subprocess.run([sys.executable, "-c", "import sys, app; print(sorted(m for m in ('vllm', 'torch', "
+                            "'gradio') if m in sys.modules))"], cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert heavy.stdout.strip() == "[]"
+
+
+def test_app_options_from_config_and_flags(tmp_path, monkeypatch):
+    import app
+
+    config = tmp_path / "page.yaml"
+    config.write_text("presets: [smollm2-ngram, smollm2-self-draft]\nport: 9000\nauth: a:b\n")
+    monkeypatch.delenv("PLAYGROUND_AUTH", raising=False)
+    options = app.resolve_options(app.parse_args(["--config", str(config), "--port", "9001"]))
+    assert options["presets"] == ["smollm2-ngram", "smollm2-self-draft"]
+    assert options["port"] == 9001 and options["auth"] == ("a", "b")
+    monkeypatch.setenv("PLAYGROUND_AUTH", "u:p")
+    assert app.resolve_options(app.parse_args([]))["auth"] == ("u", "p")
+    with pytest.raises(SystemExit):
+        app.resolve_options(app.parse_args(["--auth", "nopassword"]))
+    presets, initial, _ = app.offered_presets({**app.DEFAULTS, "presets": ["smollm2-ngram", "smollm2-self-draft"]})
+    assert initial == "smollm2-ngram" and set(presets) == {"smollm2-ngram", "smollm2-self-draft"}
+    with pytest.raises(SystemExit, match="unknown preset"):
+        app.offered_presets({**app.DEFAULTS, "presets": ["../../etc/passwd"]})

@@ -1,0 +1,94 @@
+"""The code's shape, held by the suite: packages as layers with imports only downward (the contract an
+import linter would hold), vLLM imported only by the engine layer and Gradio only by the page, no module
+over 400 lines and no function over 60."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "specplay"
+# Top to bottom; packages in one layer are independent of each other. A module may import its own package
+# and any layer below its own.
+LAYERS = (
+    ("specplay.page", "specplay.cli"),
+    ("specplay.bench",),
+    ("specplay.run", "specplay.plan"),
+    ("specplay.engine", "specplay.presets"),
+    ("specplay.core",),
+)
+ONLY_IN = {"vllm": "specplay.engine", "gradio": "specplay.page", "gradio_client": None, "loadtest": None}
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 60
+
+
+def modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        yield name.removesuffix(".__init__"), path
+
+
+def imports_of(path: Path, name: str) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against this module's package
+                base = name.split(".")[: -node.level]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                found.add(node.module)
+                if node.module == "specplay":
+                    found.update(f"specplay.{alias.name}" for alias in node.names)
+    return found
+
+
+def package_of(module: str) -> str | None:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "specplay" and len(parts) > 1 else None
+
+
+def layer_of(package: str | None) -> int | None:
+    return next((i for i, layer in enumerate(LAYERS) if package in layer), None)
+
+
+def test_every_package_is_in_a_layer():
+    packages = {package_of(name) for name, _ in modules()} - {None, "specplay.__main__"}
+    assert packages <= {p for layer in LAYERS for p in layer}, packages
+
+
+def test_imports_go_only_down_the_layers():
+    wrong = []
+    for name, path in modules():
+        mine = package_of(name)
+        if layer_of(mine) is None:  # specplay/__init__, __main__: the entry points
+            continue
+        for target in imports_of(path, name):
+            theirs = package_of(target)
+            if theirs is None or theirs == mine:
+                continue
+            if layer_of(theirs) is None or layer_of(theirs) <= layer_of(mine):
+                wrong.append(f"{name} imports {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("library,home", ONLY_IN.items())
+def test_library_imported_only_in_its_layer(library, home):
+    wrong = [f"{name} imports {target}" for name, path in modules() for target in imports_of(path, name)
+             if target.split(".")[0] == library and (home is None or not name.startswith(home))]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_over_400_lines_and_no_function_over_60():
+    long_files = [f"{path.relative_to(PACKAGE.parent)}: {n}" for _, path in modules()
+                  if (n := len(path.read_text().splitlines())) > MAX_FILE_LINES]
+    long_functions = []
+    for _, path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {length}")
+    assert not long_files and not long_functions, "\n".join(long_files + long_functions)

@@ -1,0 +1,126 @@
+"""The load test's client side (loadtest/visitors.py) against a fake page."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+
+
+from specplay.presets.catalog import get_preset
+from tests.ui_fixtures import FakePair, ROOT, synthetic_events
+
+
+
+# -- many visitors (the load test's client side, playground/visitors.py) -------------------------------------
+def test_fifo_is_judged_on_the_queue_places_and_run_numbers_the_page_gives():
+    from loadtest.visitors import Visit, fifo, outcome, percentile
+
+    def visit(i, run, places=(), start=None, end=None):
+        v = Visit(i, f"p{i}")
+        v.got = outcome({"error": "", "result": {"run_id": None if run is None else f"run-{run}"}})
+        v.places, v.started_at, v.finished_at = list(places), start, end
+        return v
+
+    # visitors 1 and 2 reached the queue the other way round: the page queued [2, 1, 3] behind 0's run,
+    # told each its place (size, rank) on joining and at each start, and ran them in that order
+    joined = [visit(0, 7), visit(1, 9, [(2, 1), (2, 0)]), visit(2, 8, [(1, 0)]),
+              visit(3, 10, [(3, 2), (2, 1), (1, 0)]), visit(4, None)]
+    kept = fifo(joined)
+    assert kept["kept"] and kept["verified"] and kept["runs_on_engines"] == 4 and kept["order"] == [0, 2, 1, 3]
+    assert kept["inversions"] == 0 and kept["pairs_checked"] == 1 and kept["inversions_against_press_order"] == 1
+    assert not fifo(joined, joins_ordered=True)["kept"]  # pressed in order, each once the last was queued
+    # the queue had 2 ahead of 1, but 1's run took the engines first
+    jumped = fifo([visit(1, 8, [(2, 1)]), visit(2, 9, [(2, 0)])])
+    assert not jumped["kept"] and jumped["inversions"] == 1
+    assert not fifo([visit(0, 1), visit(1, 2)])["verified"]  # no picture of the queue: nothing to judge on
+    # what the visitors saw: late and bunched messages are reported beyond the tolerance only
+    seen = fifo([visit(0, 1, (), 0.0, 2.0), visit(1, 2, (), 1.0, 3.0), visit(2, 3, (), 2.95, 4.0)])["client_view"]
+    assert seen["overlaps"] == 1 and seen["inversions"] == 0
+    assert percentile([3, 1, 2, 4], 0.5) == 2 and percentile(list(range(1, 21)), 0.95) == 19
+    assert percentile([], 0.5) is None
+
+
+def test_load_tests_killer_fires_once_a_run_from_its_target_on_is_in_the_engines():
+    """scripts/load_test.py --kill: a run that has started counts, tokens or not (on a GPU a short run
+    streams in one redraw, so waiting for tokens never fired); earlier runs and finished ones don't. The
+    process killed is a real one."""
+    import importlib.util
+
+    from loadtest.visitors import Visit
+
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
+    load_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load_test)
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        killer = load_test.Killer("speculative", app_pid=0, cores=[1, victim.pid], target=2)
+        early, done, waiting, running = Visit(1, "a"), Visit(2, "b"), Visit(3, "c"), Visit(4, "d")
+        early.started_at = done.started_at = running.started_at = time.time()  # 1: before the target
+        done.got = {"error": ""}
+        killer([early, done, waiting])
+        assert killer.record["pid"] is None and victim.poll() is None
+        killer([early, done, waiting, running])
+        assert victim.wait(timeout=5) == -9
+        assert killer.record["pid"] == victim.pid and killer.record["visitor_in_flight"] == 4
+        assert killer.record["tokens_seen"] == {"baseline": 0, "speculative": 0}
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+
+
+def _prompt_echo(request):
+    """A fake run whose tokens depend on the prompt: a stream given to the wrong visitor would show."""
+    import zlib
+
+    seed = zlib.crc32(request.prompt.encode())
+    ids = [(seed >> (i % 24)) % 1000 + 1 for i in range(request.max_tokens)]
+    return synthetic_events(ids, [ids[:1]] + [ids[i:i + 2] for i in range(1, len(ids), 2)])
+
+
+def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_dirs(tmp_path, monkeypatch):
+    """Four visitors on a page with a fake pair: served one at a time in the order they joined, each its own
+    output. The page's files are where neither Gradio's working nor temp directory is (PLAYGROUND_CACHE=/data,
+    or a .cache that is a symlink): the history CSV every run returns must still be served."""
+    import tempfile
+
+    from specplay.page import ui
+
+    from loadtest import visitors
+    from specplay.page.manager import PairManager
+    from tests.ui_fixtures import free_port
+
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "cache" / "page")
+    preset = get_preset("smollm2-ngram")
+    manager = PairManager({preset.name: preset}, preset.name,
+                          pair_factory=lambda p, hw, log=print: FakePair(_prompt_echo, p, step_delay=0.01))
+    manager.load(preset.name)
+    deadline = time.monotonic() + 10
+    while manager.pair is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    demo = ui.build_page(manager)
+    crowd = None
+    try:
+        ui.launch(demo, "127.0.0.1", free_port(), block=False)
+        prompts = visitors.visitor_prompts(4)
+        alone = visitors.client(demo.local_url)
+        solo = visitors.solo_runs(alone, prompts, 6)
+        alone.close()
+        assert not any(s["error"] for s in solo.values()), solo
+        assert len({tuple(s["baseline"]) for s in solo.values()}) == 4
+        crowd = visitors.Visitors(demo.local_url, prompts, 6)
+        crowd.connect()
+        crowd.start()
+        crowd.watch(time.time() + 60)
+        summary = visitors.summary(crowd.visits, solo, joins_ordered=True)
+        assert summary["errors"] == 0 and summary["equal_to_solo"] == 4, summary
+        assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
+        assert summary["fifo"]["runs_on_engines"] == 4
+        assert summary["queue_wait_p95_s"] >= summary["queue_wait_p50_s"] >= 0
+    finally:
+        if crowd is not None:
+            crowd.close()
+        demo.close()
+        manager.shutdown()
