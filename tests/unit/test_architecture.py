@@ -12,11 +12,14 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "specplay"
 # Top to bottom; packages in one layer are independent of each other. A module may import its own package
 # and any layer below its own.
+# The data flows presets -> engines -> a run; the imports run the other way only where a layer builds what
+# the one below takes (presets make EngineSettings and ask the engine layer what the installed vLLM accepts).
 LAYERS = (
     ("specplay.page", "specplay.cli"),
     ("specplay.bench",),
     ("specplay.run", "specplay.plan"),
-    ("specplay.engine", "specplay.presets"),
+    ("specplay.presets",),
+    ("specplay.engine",),
     ("specplay.core",),
 )
 ONLY_IN = {"vllm": "specplay.engine", "gradio": "specplay.page", "gradio_client": None, "loadtest": None}
