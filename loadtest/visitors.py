@@ -21,12 +21,12 @@ on the page's run numbers instead (see `fifo`).
 from __future__ import annotations
 
 import html
-import math
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 
+from specplay.core import stats
 from specplay.page.live_run import API_OUTPUTS
 
 # One topic per visitor: distinct prompts, so a stream delivered to the wrong visitor shows up as another
@@ -339,11 +339,9 @@ def _client_view(visits: list[Visit], tolerance_s: float) -> dict:
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    """Nearest rank: the smallest value with at least q of the values at or below it."""
-    values = sorted(x for x in values if x is not None)
-    if not values:
-        return None
-    return round(values[max(0, math.ceil(q * len(values)) - 1)], 3)
+    """Nearest rank, rounded to ms: a wait one of the visitors actually had (p95 of 50 is the 48th)."""
+    value = stats.percentile(values, q, stats.NEAREST_RANK)
+    return None if value is None else round(value, 3)
 
 
 def most_waiting(visits: list[Visit]) -> int:

@@ -18,7 +18,7 @@ IMPLAUSIBLE_COST = 0.95
 GROUP_KEYS = ("workload", "temperature", "concurrency", "acceptance")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Advice:
     workload: str
     temperature: float
@@ -83,7 +83,7 @@ def advise(rows: list[dict], preset_k: int, method: str, async_scheduling: bool 
 
 
 def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async_scheduling: bool | None) -> Advice:
-    workload, temperature, concurrency, acceptance = key
+    where = dict(zip(GROUP_KEYS, key))  # workload, temperature, concurrency, acceptance
     ks = sorted(by_k)
     current = min(ks, key=lambda k: (abs(k - preset_k), k))
     rate = by_k[current].get("acceptance_rate")
@@ -102,8 +102,8 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}; only k={ks[0]} was measured "
                     f"({speedup:.2f}×)" if speedup is not None else f"{rate_text.capitalize()}{threshold}: {rule}")
         sentence += "; measure more k (--k) to compare." + _suspect(by_k)
-        return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
-                      True, sentence)
+        return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
+                      best_speedup=speedup, agree=True, sentence=sentence)
     agree = best == target or (target not in by_k and (best - current) * (target - current) > 0)
     if best == target:
         sentence = f"{rate_text.capitalize()}{threshold}: {rule}, and {best_text}: rule and measurement agree."
@@ -114,8 +114,8 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
         wants_more = target > best
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}, but {best_text}: "
                     f"{_why(by_k, wants_more, method, async_scheduling)}.")
-    return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
-                  agree, sentence + _suspect(by_k))
+    return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
+                  best_speedup=speedup, agree=agree, sentence=sentence + _suspect(by_k))
 
 
 def _suspect(by_k: dict[int, dict]) -> str:

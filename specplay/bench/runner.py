@@ -24,6 +24,8 @@ from typing import Iterator
 from specplay.run import metrics
 from specplay.bench.advice import advise
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
+from specplay.core.stats import LINEAR, percentile
+from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings, resolve_model
 from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, token_id_prompts
 
@@ -214,31 +216,22 @@ def _vocab_size(preset: Preset) -> int:
 def engine_figures(batch) -> dict:
     """One engine's pooled figures over a BatchResult: decode rate, tokens per step and step time as sums
     over requests (so rate = tokens per step / step time exactly), the batch's throughput and latencies."""
-    traces = [t for t in batch.traces if t.step_sizes]
-    decode_tokens = sum(len(t.token_ids) - t.step_sizes[0] for t in traces if t.decode_steps)
-    seconds = sum(t.decode_seconds for t in traces if t.decode_steps)
+    traces = [t for t in batch.traces if t.decode_seconds > 0]  # pooled_decode_rate's requests
+    decode_tokens = sum(t.decode_tokens for t in traces)
+    seconds = sum(t.decode_seconds for t in traces)
     steps = sum(t.decode_steps for t in traces)
-    latencies = sorted(t.total_seconds for t in traces if t.total_seconds is not None)
-    tokens = sum(len(t.token_ids) for t in traces)
+    latencies = [t.total_seconds for t in batch.traces if t.step_sizes]
+    tokens = sum(len(t.token_ids) for t in batch.traces)
     return {
-        "tokens_per_s": decode_tokens / seconds if seconds > 0 else None,
+        "tokens_per_s": pooled_decode_rate(batch.traces),
         "tokens_per_step": decode_tokens / steps if steps else None,
         "step_seconds": seconds / steps if steps and seconds > 0 else None,
         "throughput": tokens / batch.wall_seconds if batch.wall_seconds > 0 else None,
-        "latency_p50_s": percentile(latencies, 0.5),
-        "latency_p90_s": percentile(latencies, 0.9),
+        # a batch has a few requests: interpolated, so p90 of 4 isn't simply the slowest
+        "latency_p50_s": percentile(latencies, 0.5, LINEAR),
+        "latency_p90_s": percentile(latencies, 0.9, LINEAR),
         "tokens": tokens,
     }
-
-
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    if not sorted_values:
-        return None
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def _ratio(a, b):
