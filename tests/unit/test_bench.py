@@ -101,10 +101,10 @@ def test_settings_that_cannot_run_are_refused_before_any_engine_starts(tmp_path)
         "hello", "world"]
     # the page takes names from WORKLOADS only, bounded choices, a bounded amount of work
     with pytest.raises(BenchError, match="shipped"):
-        bench_view.page_settings(ngram, [str(own)], 2, [4], [0.0], [1], [], 64)
+        bench_view.settings_from_picks(ngram, [str(own)], 2, [4], [0.0], [1], [], 64)
     with pytest.raises(BenchError, match="at most"):
-        bench_view.page_settings(ngram, ["code", "chat", "qa"], 2, [1, 2, 3, 4, 5], [0.0, 0.5, 1.0], [1, 2], [], 64)
-    s = bench_view.page_settings(ngram, ["rewrite", "code"], 2, [], [0.5, 0.0], [2, 1], [], 64)
+        bench_view.settings_from_picks(ngram, ["code", "chat", "qa"], 2, [1, 2, 3, 4, 5], [0.0, 0.5, 1.0], [1, 2], [], 64)
+    s = bench_view.settings_from_picks(ngram, ["rewrite", "code"], 2, [], [0.5, 0.0], [2, 1], [], 64)
     assert s.workloads == ("code", "rewrite") and s.k == (4,) and s.temperature == (0.0, 0.5)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
+
 
 
 from specplay.presets.catalog import get_preset
@@ -38,7 +40,26 @@ def test_fifo_is_judged_on_the_queue_places_and_run_numbers_the_page_gives():
     seen = fifo([visit(0, 1, (), 0.0, 2.0), visit(1, 2, (), 1.0, 3.0), visit(2, 3, (), 2.95, 4.0)])["client_view"]
     assert seen["overlaps"] == 1 and seen["inversions"] == 0
     assert percentile([3, 1, 2, 4], 0.5) == 2 and percentile(list(range(1, 21)), 0.95) == 19
-    assert percentile([], 0.5) is None
+    assert percentile([], 0.5) is None and percentile([None, 2.0], 0.5) == 2.0
+
+
+def test_percentile_is_defined_once_with_its_method_named():
+    from specplay.core.stats import LINEAR, NEAREST_RANK, percentile
+
+    assert percentile([4, 1, 3, 2], 0.5, LINEAR) == 2.5 and percentile([4, 1, 3, 2], 0.5, NEAREST_RANK) == 2
+    assert percentile([1, 2, 3, 4, 5], 0.9) == pytest.approx(4.6)  # interpolated: the bench's default
+    assert percentile([1, 2, 3, 4, 5], 0.9, NEAREST_RANK) == 5
+    with pytest.raises(ValueError, match="method"):
+        percentile([1], 0.5, "midpoint")
+
+
+def test_tokens_are_counted_from_the_result_json():
+    from loadtest.visitors import tokens_so_far
+
+    streaming = {"run_id": "run-3", "streaming": True, "baseline": {"token_ids": [5, 6, 7]},
+                 "speculative": {"token_ids": []}}
+    assert tokens_so_far(streaming, "baseline") == 3 and tokens_so_far(streaming, "speculative") == 0
+    assert tokens_so_far(None, "baseline") == 0 and tokens_so_far({"error": "x"}, "baseline") == 0
 
 
 def test_load_tests_killer_fires_once_a_run_from_its_target_on_is_in_the_engines():
@@ -119,6 +140,8 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
         assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
         assert summary["fifo"]["runs_on_engines"] == 4
         assert summary["queue_wait_p95_s"] >= summary["queue_wait_p50_s"] >= 0
+        # tokens counted from the run's JSON `result` output as it streams, not from the panes' HTML
+        assert all(v.first_token_at is not None and v.baseline_seen == 6 for v in crowd.visits), crowd.visits
     finally:
         if crowd is not None:
             crowd.close()
