@@ -1,5 +1,6 @@
 """Advice, measured: the k the guide's rule recommends from the measured acceptance rate, the k that
-measured fastest, and one sentence where they disagree and why. Pure logic on bench rows.
+measured fastest, one sentence where they disagree and why, and which term of the step cost eats the
+gain (from measured pass times, `passes`). Pure logic on bench rows.
 
 The guide's rule: k=3 is conservative, 5 the default, 7 aggressive; from the k you run, raise k when more
 than 70% of drafted tokens are accepted, lower it below 50%, else keep it.
@@ -8,6 +9,8 @@ than 70% of drafted tokens are accepted, lower it below 50%, else keep it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from specplay.bench.passes import cost_sentence
 
 LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
 RAISE_ABOVE, LOWER_BELOW = 0.70, 0.50
@@ -101,7 +104,7 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
     if len(ks) == 1:
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}; only k={ks[0]} was measured "
                     f"({speedup:.2f}×)" if speedup is not None else f"{rate_text.capitalize()}{threshold}: {rule}")
-        sentence += "; measure more k (--k) to compare." + _suspect(by_k)
+        sentence += "; measure more k (--k) to compare." + cost_sentence(by_k[current]) + _suspect(by_k)
         return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
                       best_speedup=speedup, agree=True, sentence=sentence)
     agree = best == target or (target not in by_k and (best - current) * (target - current) > 0)
@@ -115,7 +118,7 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}, but {best_text}: "
                     f"{_why(by_k, wants_more, method, async_scheduling)}.")
     return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
-                  best_speedup=speedup, agree=agree, sentence=sentence + _suspect(by_k))
+                  best_speedup=speedup, agree=agree, sentence=sentence + cost_sentence(by_k[current]) + _suspect(by_k))
 
 
 def _suspect(by_k: dict[int, dict]) -> str:

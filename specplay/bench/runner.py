@@ -23,6 +23,7 @@ from typing import Iterator
 
 from specplay.run import metrics
 from specplay.bench.advice import advise
+from specplay.bench.passes import measured_prediction, preset_draft_passes
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.stats import LINEAR, percentile
 from specplay.core.trace import pooled_decode_rate
@@ -238,27 +239,32 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False) -> dict:
-    """The row of one setting from its two BatchResults (baseline and speculative)."""
+def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, passes: int | None = None) -> dict:
+    """The row of one setting from its two BatchResults (baseline and speculative); `passes`: the draft
+    passes of one speculative step (`passes.draft_passes`), for the prediction from measured times."""
     figs = {BASELINE: engine_figures(baseline), SPECULATIVE: engine_figures(speculative)}
     b, s, c = figs[BASELINE], figs[SPECULATIVE], speculative.counters
     same = None
     if setting.temperature == 0 and not synthetic:  # synthetic acceptance keeps random drafts: no identity
         same = sum(x.token_ids == y.token_ids for x, y in zip(baseline.traces, speculative.traces))
+    predicted = predicted_speedup(setting.acceptance, setting.k) if setting.acceptance is not None else None
     raw = {
         "speedup": _ratio(s["tokens_per_s"], b["tokens_per_s"]),
         "tokens_per_step_ratio": _ratio(s["tokens_per_step"], b["tokens_per_step"]),
         "step_cost_ratio": _ratio(s["step_seconds"], b["step_seconds"]),
         "acceptance_rate": c.acceptance_rate,
         "mean_acceptance_length": c.mean_acceptance_length,
-        "predicted_speedup": predicted_speedup(setting.acceptance, setting.k) if setting.acceptance is not None else None,
+        "predicted_speedup": predicted,
+        # tokens a step yields: the synthetic acceptance's expectation where there is one, else measured
+        **measured_prediction(b["step_seconds"], s["step_seconds"], passes,
+                              predicted if predicted is not None else c.mean_acceptance_length),
         "throughput_ratio": _ratio(s["throughput"], b["throughput"]),
         "identical": same,
     }
     row = {key: getattr(setting, key) for key in SETTING_KEYS}
     row.update(requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
                num_accepted=c.num_accepted_tokens, accepted_per_position=list(c.accepted_per_position),
-               acceptance_source=getattr(speculative, "counters_source", None))
+               acceptance_source=getattr(speculative, "counters_source", None), draft_passes=passes)
     for column, figure, role in metrics.bench_columns():
         value = raw[figure.key] if role is None else figs[role][figure.key]
         row[column] = metrics.rounded(value, figure)
@@ -321,7 +327,8 @@ class BenchRun:
                     if self.cancelled or spec.cancelled or baselines[key].cancelled:
                         break
                     done += 1
-                    row = bench_row(setting, baselines[key], spec, synthetic=is_synthetic(self.preset))
+                    row = bench_row(setting, baselines[key], spec, synthetic=is_synthetic(self.preset),
+                                    passes=preset_draft_passes(self.preset.speculative_config, setting.k))
                     self.rows.append(row)
                     yield Progress(done, plan.units, f"done: speculative {variant.label} · {where}", row=row)
             if self.restore and self._loaded != original:
