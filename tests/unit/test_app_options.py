@@ -73,22 +73,22 @@ def test_app_help_is_light():
 
 
 def test_app_options_from_config_and_flags(tmp_path, monkeypatch):
-    from specplay.page import options as app
+    from specplay.page import options as opts
 
     config = tmp_path / "page.yaml"
     config.write_text("presets: [smollm2-ngram, smollm2-self-draft]\nport: 9000\nauth: a:b\n")
     monkeypatch.delenv("PLAYGROUND_AUTH", raising=False)
-    options = app.resolve_options(app.parse_args(["--config", str(config), "--port", "9001"]))
+    options = opts.resolve_options(opts.parse_args(["--config", str(config), "--port", "9001"]))
     assert options["presets"] == ["smollm2-ngram", "smollm2-self-draft"]
     assert options["port"] == 9001 and options["auth"] == ("a", "b")
     monkeypatch.setenv("PLAYGROUND_AUTH", "u:p")
-    assert app.resolve_options(app.parse_args([]))["auth"] == ("u", "p")
+    assert opts.resolve_options(opts.parse_args([]))["auth"] == ("u", "p")
     with pytest.raises(SystemExit):
-        app.resolve_options(app.parse_args(["--auth", "nopassword"]))
-    presets, initial, _ = app.offered_presets({**app.DEFAULTS, "presets": ["smollm2-ngram", "smollm2-self-draft"]})
+        opts.resolve_options(opts.parse_args(["--auth", "nopassword"]))
+    presets, initial, _ = opts.offered_presets({**opts.DEFAULTS, "presets": ["smollm2-ngram", "smollm2-self-draft"]})
     assert initial == "smollm2-ngram" and set(presets) == {"smollm2-ngram", "smollm2-self-draft"}
     with pytest.raises(SystemExit, match="unknown preset"):
-        app.offered_presets({**app.DEFAULTS, "presets": ["../../etc/passwd"]})
+        opts.offered_presets({**opts.DEFAULTS, "presets": ["../../etc/passwd"]})
 
 
 def test_operator_settings_keep_switching_to_a_page_served_to_this_machine(capsys):
@@ -109,3 +109,10 @@ def test_app_py_only_wires_the_entry_point():
     assert not [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     guard = [n for n in tree.body if isinstance(n, ast.If)]
     assert len(guard) == 1 and "__main__" in ast.unparse(guard[0].test)  # vLLM re-imports the main module
+
+
+@pytest.mark.parametrize("entry", [["app.py"], ["-c", "from specplay.page.server import main; main()"]])
+def test_a_refused_option_ends_the_entry_point_with_its_message_and_status_1(entry):
+    out = subprocess.run([sys.executable, *entry, "--auth", "nopassword"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 1 and "USER:PASS" in out.stderr
