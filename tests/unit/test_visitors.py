@@ -66,13 +66,9 @@ def test_load_tests_killer_fires_once_a_run_from_its_target_on_is_in_the_engines
     """scripts/load_test.py --kill: a run that has started counts, tokens or not (on a GPU a short run
     streams in one redraw, so waiting for tokens never fired); earlier runs and finished ones don't. The
     process killed is a real one."""
-    import importlib.util
-
     from loadtest.visitors import Visit
 
-    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
-    load_test = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(load_test)
+    load_test = _load_test_script()
     victim = subprocess.Popen(["sleep", "60"])
     try:
         killer = load_test.Killer("speculative", app_pid=0, cores=[1, victim.pid], target=2)
@@ -90,6 +86,15 @@ def test_load_tests_killer_fires_once_a_run_from_its_target_on_is_in_the_engines
             victim.kill()
 
 
+def _load_test_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
+    load_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load_test)
+    return load_test
+
+
 def _prompt_echo(request):
     """A fake run whose tokens depend on the prompt: a stream given to the wrong visitor would show."""
     import zlib
@@ -97,6 +102,20 @@ def _prompt_echo(request):
     seed = zlib.crc32(request.prompt.encode())
     ids = [(seed >> (i % 24)) % 1000 + 1 for i in range(request.max_tokens)]
     return synthetic_events(ids, [ids[:1]] + [ids[i:i + 2] for i in range(1, len(ids), 2)])
+
+
+def _fake_manager():
+    """A ready PairManager on a FakePair whose outputs depend on the prompt."""
+    from specplay.page.manager import PairManager
+
+    preset = get_preset("smollm2-ngram")
+    manager = PairManager({preset.name: preset}, preset.name,
+                          pair_factory=lambda p, hw, log=print: FakePair(_prompt_echo, p, step_delay=0.01))
+    manager.load(preset.name)
+    deadline = time.monotonic() + 10
+    while manager.pair is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return manager
 
 
 def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_dirs(tmp_path, monkeypatch):
@@ -108,19 +127,12 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
     from specplay.page import ui
 
     from loadtest import visitors
-    from specplay.page.manager import PairManager
     from tests.ui_fixtures import free_port
 
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "cache" / "page")
-    preset = get_preset("smollm2-ngram")
-    manager = PairManager({preset.name: preset}, preset.name,
-                          pair_factory=lambda p, hw, log=print: FakePair(_prompt_echo, p, step_delay=0.01))
-    manager.load(preset.name)
-    deadline = time.monotonic() + 10
-    while manager.pair is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    manager = _fake_manager()
     demo = ui.build_page(manager)
     crowd = None
     try:
@@ -145,5 +157,34 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
     finally:
         if crowd is not None:
             crowd.close()
+        demo.close()
+        manager.shutdown()
+
+
+def test_the_load_test_phases_on_a_fake_page(tmp_path):
+    """scripts/load_test.py's run_test (solo runs, the crowd, the checks) against a page on a fake pair."""
+    import os
+    from types import SimpleNamespace
+
+    from specplay.page import ui
+    from tests.ui_fixtures import free_port
+
+    load_test = _load_test_script()
+    manager = _fake_manager()
+    demo = ui.build_page(manager)
+    try:
+        port = free_port()
+        ui.launch(demo, "127.0.0.1", port, block=False)
+        app = SimpleNamespace(port=port, pid=os.getpid(), poll=lambda: None)  # the test process stands in
+        args = load_test.parse_args(["--visitors", "3", "--max-tokens", "5", "--spacing-ms", "0",  # joins in order
+                                     "--out", str(tmp_path / "r.json")])
+        report = {"checks": {}}
+        load_test.run_test(args, app, report)
+        assert report["checks"] == {"solo_runs_ok": True, "no_hang": True, "no_lost_or_mixed_stream": True,
+                                    "fifo_kept": True, "no_error": True, "every_output_equals_its_solo_run": True}, report
+        assert len(report["rows"]) == 3 and report["load"]["equal_to_solo"] == 3
+        assert all(row["first_token_s"] is not None for row in report["rows"])  # tokens seen while streaming
+        assert report["cpu_seconds_during_load"]["wall_s"] >= 0
+    finally:
         demo.close()
         manager.shutdown()
