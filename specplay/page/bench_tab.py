@@ -99,23 +99,44 @@ def run_bench(manager, registry: CancelRegistry, folder: str, session: str, work
               concurrency, acceptance, max_tokens):
     """The handler: yields {output name: value}; never raises (messages go on the tab)."""
     idle = {"bench_run": gr.update(interactive=True)}
-    pair, preset = manager.pair, manager.preset
-    if pair is None:
-        yield {"bench_error": views.error_html("The engines are not ready yet; the bench starts once they are."),
-               **idle}
+    ready, refusal = _prepare(manager, workloads, n, ks, temperatures, concurrency, acceptance, max_tokens)
+    if refusal is None and not manager.run_lock.acquire(blocking=False):
+        refusal = "A comparison is running on the engines; run the bench when it has finished."
+    if refusal is not None:
+        yield {"bench_error": views.error_html(refusal), **idle}
         return
     try:
-        settings = bv.settings_from_picks(preset, workloads, n, ks, temperatures, concurrency, acceptance, max_tokens)
+        pair, preset, settings, prompts = ready
+        bench = BenchRun(pair, preset, settings, prompts, manager.hardware, cancel=registry.new(session),
+                         restore=True)
+        failure = yield from _measure(bench, registry, session)
+    finally:
+        manager.run_lock.release()
+    if failure:
+        manager.reload_if_dead()
+    result = bench.result()
+    written = write_results(Path(folder) / f"bench-{session_stem(session)}-{threading.get_ident()}", result, {},
+                            png=False)
+    yield {"bench_error": views.error_html(failure), "bench_advice": bv.advice_html(bench_advice(result)),
+           "bench_table": bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset),
+           "bench_file": written["csv"], **idle}
+
+
+def _prepare(manager, *picks) -> tuple[tuple | None, str | None]:
+    """((pair, preset, BenchSettings, prompts), None) from the visitor's picks, or (None, why it can't run)."""
+    pair, preset = manager.pair, manager.preset
+    if pair is None:
+        return None, "The engines are not ready yet; the bench starts once they are."
+    try:
+        settings = bv.settings_from_picks(preset, *picks)
         prompts = load_prompts(settings, preset)
     except BenchError as exc:
-        yield {"bench_error": views.error_html(str(exc)), **idle}
-        return
-    if not manager.run_lock.acquire(blocking=False):
-        yield {"bench_error": views.error_html("A comparison is running on the engines; run the bench when it "
-                                                  "has finished."), **idle}
-        return
-    cancel = registry.new(session)
-    bench = BenchRun(pair, preset, settings, prompts, manager.hardware, cancel=cancel, restore=True)
+        return None, str(exc)
+    return (pair, preset, settings, prompts), None
+
+
+def _measure(bench: BenchRun, registry: CancelRegistry, session: str):
+    """Yield the tab's redraws as the bench's rows arrive; returns a message if it failed."""
     steps = bench.run()
     failure, finished = None, False
     try:
@@ -123,25 +144,17 @@ def run_bench(manager, registry: CancelRegistry, folder: str, session: str, work
         for step in steps:
             out = {"bench_status": bv.progress_html(step)}
             if step.row is not None:
-                out.update(bench_table=bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, preset))
+                out.update(bench_table=bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset))
             yield out
         finished = True
     except Exception as exc:  # an engine failed: the tab says so, the page stays up
         failure = f"The bench failed: {type(exc).__name__}: {exc}"
     finally:
         if not finished and failure is None:  # the visitor left mid-bench: stop measuring
-            cancel.set()
+            bench.cancel.set()
         steps.close()  # puts the preset's own speculative engine back if the bench swapped it
-        registry.done(session, cancel)
-        manager.run_lock.release()
-    if failure:
-        manager.reload_if_dead()
-    result = bench.result()
-    folder_for_run = Path(folder) / f"bench-{session_stem(session)}-{threading.get_ident()}"
-    written = write_results(folder_for_run, result, {}, png=False)
-    yield {"bench_error": views.error_html(failure), "bench_advice": bv.advice_html(bench_advice(result)),
-           "bench_table": bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, preset),
-           "bench_file": written["csv"], **idle}
+        registry.done(session, bench.cancel)
+    return failure
 
 
 def bench_advice(result: dict) -> list:

@@ -419,4 +419,27 @@ def test_bench_swaps_each_k_once_and_restores_the_presets_engine():
     assert pair.swaps == [2, 4] and pair.tag == preset
 
 
+def test_the_page_bench_runs_to_its_end_and_releases_the_engines(tmp_path):
+    import threading
+    from types import SimpleNamespace
+
+    from specplay.page import bench_tab
+    from specplay.page.cancel import CancelRegistry
+    from specplay.page.session import session_stem
+
+    preset = get_preset("smollm2-ngram")  # k=4, n-gram: no draft pass
+    pair = RecordingPair(preset)
+    reloads = []
+    manager = SimpleNamespace(pair=pair, preset=preset, hardware=Hardware(0, None, (0, 1)), run_lock=threading.Lock(),
+                              reload_if_dead=lambda: reloads.append(1))
+    outs = list(bench_tab.run_bench(manager, CancelRegistry(), str(tmp_path), "SESSION", ["rewrite"], 1, [2, 4],
+                                    [0.0], [1], [], 8))
+    final = outs[-1]
+    assert final["bench_error"] == "" and not manager.run_lock.locked() and not reloads
+    assert pair.swaps == [2, 4] and len(final["bench_table"]) == 2  # k=4 (loaded) first, then 2, then back
+    assert {"pred. (times)", "tok/step ×"} <= set(final["bench_table"].columns)
+    assert session_stem("SESSION") in final["bench_file"] and "SESSION" not in final["bench_file"]
+    assert "Measured pass times: verifying the drafts costs" in final["bench_advice"]
+
+
 # -- real engines --------------------------------------------------------------------------------------------
