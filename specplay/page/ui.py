@@ -101,7 +101,7 @@ def _wire_switch(header: Section, compare: Section, manager: PairManager, settin
     def switch(name):
         return views.error_html(switch_refusal(manager, settings, name))
 
-    # queued with the runs (concurrency_id "engines"): a switch never waits inside a run's turn
+    # in the runs' concurrency group: a switch waits for the run ahead of it instead of failing
     header["preset"].input(switch, inputs=header["preset"], outputs=compare["error"], api_name="switch_preset",
                            concurrency_limit=1, concurrency_id="engines")
 
