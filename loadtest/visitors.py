@@ -21,12 +21,12 @@ on the page's run numbers instead (see `fifo`).
 from __future__ import annotations
 
 import html
-import math
 import re
 import threading
 import time
 from dataclasses import dataclass, field
 
+from specplay.core import stats
 from specplay.page.live_run import API_OUTPUTS
 
 # One topic per visitor: distinct prompts, so a stream delivered to the wrong visitor shows up as another
@@ -41,8 +41,6 @@ ENGINE_FAILED = "engine failed"  # what the page says to the run an engine died 
 NOT_READY = "The engines are not ready yet"  # what it says to runs queued while the engines reload
 FIFO_TOLERANCE_S = 0.1  # two messages' arrival times are good to ~0.05 s each (gradio_client's polling),
 # on an idle client machine; the page's own run ids are what FIFO is judged on (see `fifo`)
-
-_TOKENS = re.compile(r">(\d+) tokens ·")  # a pane's stats line: "N tokens · M steps"
 
 
 def visitor_prompts(n: int) -> list[str]:
@@ -221,8 +219,8 @@ class Visitors:
                 break
             if getattr(update, "type", None) == "output" and not hasattr(update, "code"):
                 values = dict(zip(API_OUTPUTS, update.outputs)) if isinstance(update.outputs, (list, tuple)) else {}
-                v.baseline_seen = max(v.baseline_seen, _tokens(values.get("pane_b")))
-                v.speculative_seen = max(v.speculative_seen, _tokens(values.get("pane_s")))
+                v.baseline_seen = max(v.baseline_seen, tokens_so_far(values.get("result"), "baseline"))
+                v.speculative_seen = max(v.speculative_seen, tokens_so_far(values.get("result"), "speculative"))
                 if v.baseline_seen and v.first_token_at is None:
                     v._pending_token = True  # timed by the status message that follows it
                 continue
@@ -265,9 +263,11 @@ def _joined(v: Visit) -> bool:
     return v.job.communicator.event_id is not None
 
 
-def _tokens(pane) -> int:
-    m = _TOKENS.search(str(pane or ""))
-    return int(m.group(1)) if m else 0
+def tokens_so_far(result, role: str) -> int:
+    """Tokens `role`'s engine has produced, from the run's `result` output (JSON: while the run streams,
+    each engine's token ids so far; at the end, the whole result)."""
+    side = result.get(role) if isinstance(result, dict) else None
+    return len(side.get("token_ids") or []) if isinstance(side, dict) else 0
 
 
 def fifo(visits: list[Visit], joins_ordered: bool = False, tolerance_s: float = FIFO_TOLERANCE_S) -> dict:
@@ -339,11 +339,9 @@ def _client_view(visits: list[Visit], tolerance_s: float) -> dict:
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    """Nearest rank: the smallest value with at least q of the values at or below it."""
-    values = sorted(x for x in values if x is not None)
-    if not values:
-        return None
-    return round(values[max(0, math.ceil(q * len(values)) - 1)], 3)
+    """Nearest rank, rounded to ms: a wait one of the visitors actually had (p95 of 50 is the 48th)."""
+    value = stats.percentile(values, q, stats.NEAREST_RANK)
+    return None if value is None else round(value, 3)
 
 
 def most_waiting(visits: list[Visit]) -> int:

@@ -115,10 +115,31 @@ def run_test(args, app: subprocess.Popen, report: dict) -> None:
     t0 = time.time()
     c = wait_ready(url, app, t0 + args.ready_timeout)
     report["app_ready_s"] = round(time.time() - t0, 1)
-    cores_before = engine_core_pids(app.pid)
-    report["engine_core_pids_before"] = cores_before
-
+    cores_before = report["engine_core_pids_before"] = engine_core_pids(app.pid)
     prompts = vis.visitor_prompts(args.visitors)
+    solo = solo_phase(args, c, prompts, report)
+    killer = Killer(args.kill, app.pid, cores_before, target=args.visitors // 4) if args.kill else None
+    crowd = crowd_phase(args, url, prompts, solo, on_tick=killer, app_pid=app.pid)
+    report.update(clicks_s=crowd["clicks_s"], cpu_seconds_during_load=crowd["cpu"], load=crowd["summary"],
+                  rows=crowd["rows"])
+    load = report["load"]
+    print(f"load: {json.dumps({k: v for k, v in load.items() if k != 'fifo'})}", flush=True)
+    checks = report["checks"]
+    checks["no_hang"] = load["hangs"] == 0
+    checks["no_lost_or_mixed_stream"] = load["lost_or_mixed"] == 0
+    if args.kill:  # the refusals during the reload empty the queue, so FIFO can seldom be verified: no inversion
+        checks["no_fifo_inversion"] = load["fifo"]["kept"]
+        recovery_phase(args, app, url, prompts, solo, killer, cores_before, report)
+    else:
+        checks["fifo_kept"] = load["fifo_kept"]
+        checks["no_error"] = load["errors"] == 0
+        checks["every_output_equals_its_solo_run"] = load["equal_to_solo"] == args.visitors
+
+
+def solo_phase(args, c, prompts: list[str], report: dict) -> dict:
+    """Each prompt alone, the reference of every later run of it; `c` (a client) is closed after."""
+    from loadtest import visitors as vis
+
     t = time.time()
     solo = vis.solo_runs(c, prompts, args.max_tokens, schedule=args.schedule)
     vis.close_client(c)
@@ -131,40 +152,44 @@ def run_test(args, app: subprocess.Popen, report: dict) -> None:
     }
     report["checks"]["solo_runs_ok"] = report["solo"]["errors"] == 0 and report["solo"]["identical"] == len(prompts)
     print(f"solo runs: {report['solo']}", flush=True)
+    return solo
 
-    crowd = vis.Visitors(url, prompts, args.max_tokens, args.schedule)
-    killer = Killer(args.kill, app.pid, cores_before, target=args.visitors // 4) if args.kill else None
+
+def crowd_phase(args, url: str, prompts: list[str], solo: dict, indices: list[int] | None = None, on_tick=None,
+                app_pid: int | None = None) -> dict:
+    """Visitors press Run together and are followed to the end: {"summary", "rows", "clicks_s", "cpu"}
+    (cpu: what each process used meanwhile, with `app_pid`)."""
+    from loadtest import visitors as vis
+
+    crowd = vis.Visitors(url, prompts, args.max_tokens, args.schedule, indices=indices)
+    out: dict = {"cpu": None}
     try:
         crowd.connect()
-        cpu_before = cpu_seconds(app.pid)
-        load_t0 = time.time()
+        cpu_before = cpu_seconds(app_pid) if app_pid else None
+        t0 = time.time()
         crowd.start(spacing_s=args.spacing_ms / 1000 if args.spacing_ms > 0 else None)
-        report["clicks_s"] = round(time.time() - load_t0, 2)
-        crowd.watch(load_t0 + args.deadline_s, on_tick=killer)
-        report["cpu_seconds_during_load"] = cpu_used(cpu_before, cpu_seconds(app.pid), time.time() - load_t0)
-        report["load"] = vis.summary(crowd.visits, solo, joins_ordered=args.spacing_ms <= 0)
-        report["rows"] = [v.row(load_t0, solo[v.prompt]) for v in crowd.visits]
+        out["clicks_s"] = round(time.time() - t0, 2)
+        crowd.watch(t0 + args.deadline_s, on_tick=on_tick)
+        if app_pid:
+            out["cpu"] = cpu_used(cpu_before, cpu_seconds(app_pid), time.time() - t0)
+        out["summary"] = vis.summary(crowd.visits, solo, joins_ordered=args.spacing_ms <= 0)
+        out["rows"] = [v.row(t0, solo[v.prompt]) for v in crowd.visits]
     finally:
         crowd.close()
-    load = report["load"]
-    print(f"load: {json.dumps({k: v for k, v in load.items() if k != 'fifo'})}", flush=True)
-    checks = report["checks"]
-    checks["no_hang"] = load["hangs"] == 0
-    checks["no_lost_or_mixed_stream"] = load["lost_or_mixed"] == 0
-    if args.kill:  # the refusals during the reload empty the queue, so FIFO can seldom be verified: no inversion
-        checks["no_fifo_inversion"] = load["fifo"]["kept"]
-    else:
-        checks["fifo_kept"] = load["fifo_kept"]
-        checks["no_error"] = load["errors"] == 0
-        checks["every_output_equals_its_solo_run"] = load["equal_to_solo"] == args.visitors
-        return
+    return out
 
+
+def recovery_phase(args, app: subprocess.Popen, url: str, prompts: list[str], solo: dict, killer: "Killer",
+                   cores_before: list[int], report: dict) -> None:
+    """After --kill: the page said so, both engines came back in the same app, and the visitors who got an
+    error, pressing Run again, get their solo outputs."""
+    from loadtest import visitors as vis
+
+    checks, kinds = report["checks"], report["load"]["errors_by_kind"]
     report["kill"] = killer.record
     checks["engine_killed_mid_load"] = killer.record.get("pid") is not None
-    kinds = load["errors_by_kind"]
     checks["page_reported_the_failure"] = kinds.get("engine_failed", 0) >= 1
     checks["every_error_is_a_clear_message"] = set(kinds) <= {"engine_failed", "not_ready"}
-    # both engines come back, in the same app
     killed_at = killer.record.get("at", time.time())
     vis.close_client(wait_ready(url, app, time.time() + args.ready_timeout))
     recovery = report["recovery"] = {"ready_s_after_kill": round(time.time() - killed_at, 1)}
@@ -172,19 +197,10 @@ def run_test(args, app: subprocess.Popen, report: dict) -> None:
     recovery["engine_core_pids_after"] = cores_after = engine_core_pids(app.pid)
     recovery["both_engines_new"] = len(cores_after) == 2 and not set(cores_after) & set(cores_before)
     checks["both_engines_back_without_restarting_the_app"] = recovery["app_same_process"] and recovery["both_engines_new"]
-    # the visitors who got an error press Run again (a few of them, together): their solo outputs
     failed = [i for i, r in enumerate(report["rows"]) if r["error"]][:args.retry] or list(range(min(4, args.visitors)))
-    again = vis.Visitors(url, [prompts[i] for i in failed], args.max_tokens, args.schedule, indices=failed)
-    try:
-        again.connect()
-        again_t0 = time.time()
-        again.start(spacing_s=args.spacing_ms / 1000 if args.spacing_ms > 0 else None)
-        again.watch(again_t0 + args.deadline_s)
-        recovery["later_runs"] = vis.summary(again.visits, solo, joins_ordered=args.spacing_ms <= 0)
-        recovery["later_rows"] = [v.row(again_t0, solo[v.prompt]) for v in again.visits]
-    finally:
-        again.close()
-    later = recovery["later_runs"]
+    again = crowd_phase(args, url, [prompts[i] for i in failed], solo, indices=failed)
+    later = recovery["later_runs"] = again["summary"]
+    recovery["later_rows"] = again["rows"]
     print(f"after recovery: {json.dumps({k: v for k, v in later.items() if k != 'fifo'})}", flush=True)
     checks["later_runs_equal_their_solo_runs"] = later["errors"] == 0 and later["equal_to_solo"] == len(failed)
 

@@ -1,5 +1,6 @@
 """Advice, measured: the k the guide's rule recommends from the measured acceptance rate, the k that
-measured fastest, and one sentence where they disagree and why. Pure logic on bench rows.
+measured fastest, one sentence where they disagree and why, and which term of the step cost eats the
+gain (from measured pass times, `passes`). Pure logic on bench rows.
 
 The guide's rule: k=3 is conservative, 5 the default, 7 aggressive; from the k you run, raise k when more
 than 70% of drafted tokens are accepted, lower it below 50%, else keep it.
@@ -8,6 +9,8 @@ than 70% of drafted tokens are accepted, lower it below 50%, else keep it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from specplay.bench.passes import cost_sentence
 
 LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
 RAISE_ABOVE, LOWER_BELOW = 0.70, 0.50
@@ -18,7 +21,7 @@ IMPLAUSIBLE_COST = 0.95
 GROUP_KEYS = ("workload", "temperature", "concurrency", "acceptance")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Advice:
     workload: str
     temperature: float
@@ -83,7 +86,7 @@ def advise(rows: list[dict], preset_k: int, method: str, async_scheduling: bool 
 
 
 def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async_scheduling: bool | None) -> Advice:
-    workload, temperature, concurrency, acceptance = key
+    where = dict(zip(GROUP_KEYS, key))  # workload, temperature, concurrency, acceptance
     ks = sorted(by_k)
     current = min(ks, key=lambda k: (abs(k - preset_k), k))
     rate = by_k[current].get("acceptance_rate")
@@ -101,9 +104,9 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
     if len(ks) == 1:
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}; only k={ks[0]} was measured "
                     f"({speedup:.2f}×)" if speedup is not None else f"{rate_text.capitalize()}{threshold}: {rule}")
-        sentence += "; measure more k (--k) to compare." + _suspect(by_k)
-        return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
-                      True, sentence)
+        sentence += "; measure more k (--k) to compare." + cost_sentence(by_k[current]) + _suspect(by_k)
+        return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
+                      best_speedup=speedup, agree=True, sentence=sentence)
     agree = best == target or (target not in by_k and (best - current) * (target - current) > 0)
     if best == target:
         sentence = f"{rate_text.capitalize()}{threshold}: {rule}, and {best_text}: rule and measurement agree."
@@ -114,8 +117,8 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
         wants_more = target > best
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}, but {best_text}: "
                     f"{_why(by_k, wants_more, method, async_scheduling)}.")
-    return Advice(workload, temperature, concurrency, acceptance, current, rate, verdict, target, best, speedup,
-                  agree, sentence + _suspect(by_k))
+    return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
+                  best_speedup=speedup, agree=agree, sentence=sentence + cost_sentence(by_k[current]) + _suspect(by_k))
 
 
 def _suspect(by_k: dict[int, dict]) -> str:

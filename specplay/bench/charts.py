@@ -1,6 +1,6 @@
 """The bench lab's charts, pure functions from bench rows to plotly figures: speedup against k, acceptance
 per draft position, speedup against temperature, throughput against concurrency (both engines), and for
-synthetic acceptance the predicted speedup next to the measured one.
+synthetic acceptance the predicted speedups (verify = one pass; measured pass times) next to the measured.
 
 Each chart holds the other settings at one value (the lowest temperature, the lowest concurrency, the
 preset's k or the one measured nearest to it), so a line is a sweep of one setting and nothing else.
@@ -141,22 +141,27 @@ def throughput_vs_concurrency(rows: list[dict], preset_k: int | None = None) -> 
 
 
 def predicted_vs_measured(rows: list[dict]) -> go.Figure:
-    """Synthetic acceptance: measured speedup (solid) against k, next to 1 + Σ a^(i+1) (dotted), what a
-    verify step costing one plain forward pass would give. The gap is the step-cost factor."""
+    """Synthetic acceptance: measured speedup (solid) against k, next to two predictions: 1 + Σ a^(i+1)
+    (dotted), what a verify step costing one plain forward pass would give, and the same tokens per step
+    over the measured step cost (dashed, `predicted_speedup_measured`): the gap between the dotted line and
+    the others is what the draft passes and verification cost."""
     ref = reference(rows)
     picked = [r for r in _where(rows, temperature=ref["temperature"], concurrency=ref["concurrency"])
               if r.get("acceptance") is not None]
-    data = _lines(picked, "k", "speedup", ("workload", "acceptance"), hover="measured")
-    for line in data:
-        line["name"] = f"{line['name']} measured"
+    data = []
+    for y, label, dash in (("speedup", "measured", None), ("predicted_speedup_measured", "predicted (pass times)", "dash")):
+        lines = _lines(picked, "k", y, ("workload", "acceptance"), dash=dash, hover=label)
+        for line in lines:
+            line["name"] = f"{line['name']} {label}"
+        data += [line for line in lines if line["y"]]
     for i, a in enumerate(sorted({r["acceptance"] for r in picked})):
         ks = sorted({r["k"] for r in picked if r["acceptance"] == a})
         data.append({"type": "scatter", "mode": "lines", "name": f"a={a:g} predicted",
                      "x": ks, "y": [round(predicted_speedup(a, k), 3) for k in ks],
                      "line": {"color": PALETTE[i % len(PALETTE)], "dash": "dot", "width": 2},
                      "hovertemplate": "k=%{x}<br>1 + Σ a^i = %{y:.2f}<extra>%{fullData.name}</extra>"})
-    layout = _layout(f"Predicted (verify = one pass) and measured speedup (c={ref['concurrency']})",
-                     "k (num_speculative_tokens)", "speedup", dtick=1)
+    layout = _layout(f"Predicted (verify = one pass; measured pass times) and measured speedup "
+                     f"(c={ref['concurrency']})", "k (num_speculative_tokens)", "speedup", dtick=1)
     layout["shapes"] = [_even()]
     return _figure(data, layout)
 

@@ -24,6 +24,7 @@ TABLE_COLUMNS = {
     "workload": "workload", "temperature": "T", "concurrency": "c", "k": "k", "acceptance": "a",
     "speedup": "speedup", "tokens_per_step_ratio": "tok/step ×", "step_cost_ratio": "step cost ×",
     "acceptance_rate": "accept", "mean_acceptance_length": "MAL", "predicted_speedup": "predicted",
+    "predicted_speedup_measured": "pred. (times)", "draft_pass_cost": "draft/pass",
     "tokens_per_s_baseline": "tok/s b", "tokens_per_s_speculative": "tok/s s",
     "throughput_baseline": "batch tok/s b", "throughput_speculative": "batch tok/s s",
     "latency_p50_s_baseline": "p50 s b", "latency_p50_s_speculative": "p50 s s",

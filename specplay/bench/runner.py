@@ -23,7 +23,10 @@ from typing import Iterator
 
 from specplay.run import metrics
 from specplay.bench.advice import advise
+from specplay.bench.passes import measured_prediction, preset_draft_passes
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
+from specplay.core.stats import LINEAR, percentile
+from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings, resolve_model
 from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, token_id_prompts
 
@@ -214,58 +217,54 @@ def _vocab_size(preset: Preset) -> int:
 def engine_figures(batch) -> dict:
     """One engine's pooled figures over a BatchResult: decode rate, tokens per step and step time as sums
     over requests (so rate = tokens per step / step time exactly), the batch's throughput and latencies."""
-    traces = [t for t in batch.traces if t.step_sizes]
-    decode_tokens = sum(len(t.token_ids) - t.step_sizes[0] for t in traces if t.decode_steps)
-    seconds = sum(t.decode_seconds for t in traces if t.decode_steps)
+    traces = [t for t in batch.traces if t.decode_seconds > 0]  # pooled_decode_rate's requests
+    decode_tokens = sum(t.decode_tokens for t in traces)
+    seconds = sum(t.decode_seconds for t in traces)
     steps = sum(t.decode_steps for t in traces)
-    latencies = sorted(t.total_seconds for t in traces if t.total_seconds is not None)
-    tokens = sum(len(t.token_ids) for t in traces)
+    latencies = [t.total_seconds for t in batch.traces if t.step_sizes]
+    tokens = sum(len(t.token_ids) for t in batch.traces)
     return {
-        "tokens_per_s": decode_tokens / seconds if seconds > 0 else None,
+        "tokens_per_s": pooled_decode_rate(batch.traces),
         "tokens_per_step": decode_tokens / steps if steps else None,
         "step_seconds": seconds / steps if steps and seconds > 0 else None,
         "throughput": tokens / batch.wall_seconds if batch.wall_seconds > 0 else None,
-        "latency_p50_s": percentile(latencies, 0.5),
-        "latency_p90_s": percentile(latencies, 0.9),
+        # a batch has a few requests: interpolated, so p90 of 4 isn't simply the slowest
+        "latency_p50_s": percentile(latencies, 0.5, LINEAR),
+        "latency_p90_s": percentile(latencies, 0.9, LINEAR),
         "tokens": tokens,
     }
-
-
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Linear interpolation between the closest ranks (numpy's default)."""
-    if not sorted_values:
-        return None
-    pos = q * (len(sorted_values) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False) -> dict:
-    """The row of one setting from its two BatchResults (baseline and speculative)."""
+def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, passes: int | None = None) -> dict:
+    """The row of one setting from its two BatchResults (baseline and speculative); `passes`: the draft
+    passes of one speculative step (`passes.draft_passes`), for the prediction from measured times."""
     figs = {BASELINE: engine_figures(baseline), SPECULATIVE: engine_figures(speculative)}
     b, s, c = figs[BASELINE], figs[SPECULATIVE], speculative.counters
     same = None
     if setting.temperature == 0 and not synthetic:  # synthetic acceptance keeps random drafts: no identity
         same = sum(x.token_ids == y.token_ids for x, y in zip(baseline.traces, speculative.traces))
+    predicted = predicted_speedup(setting.acceptance, setting.k) if setting.acceptance is not None else None
     raw = {
         "speedup": _ratio(s["tokens_per_s"], b["tokens_per_s"]),
         "tokens_per_step_ratio": _ratio(s["tokens_per_step"], b["tokens_per_step"]),
         "step_cost_ratio": _ratio(s["step_seconds"], b["step_seconds"]),
         "acceptance_rate": c.acceptance_rate,
         "mean_acceptance_length": c.mean_acceptance_length,
-        "predicted_speedup": predicted_speedup(setting.acceptance, setting.k) if setting.acceptance is not None else None,
+        "predicted_speedup": predicted,
+        # tokens a step yields: the synthetic acceptance's expectation where there is one, else measured
+        **measured_prediction(b["step_seconds"], s["step_seconds"], passes,
+                              predicted if predicted is not None else c.mean_acceptance_length),
         "throughput_ratio": _ratio(s["throughput"], b["throughput"]),
         "identical": same,
     }
     row = {key: getattr(setting, key) for key in SETTING_KEYS}
     row.update(requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
                num_accepted=c.num_accepted_tokens, accepted_per_position=list(c.accepted_per_position),
-               acceptance_source=getattr(speculative, "counters_source", None))
+               acceptance_source=getattr(speculative, "counters_source", None), draft_passes=passes)
     for column, figure, role in metrics.bench_columns():
         value = raw[figure.key] if role is None else figs[role][figure.key]
         row[column] = metrics.rounded(value, figure)
@@ -328,7 +327,8 @@ class BenchRun:
                     if self.cancelled or spec.cancelled or baselines[key].cancelled:
                         break
                     done += 1
-                    row = bench_row(setting, baselines[key], spec, synthetic=is_synthetic(self.preset))
+                    row = bench_row(setting, baselines[key], spec, synthetic=is_synthetic(self.preset),
+                                    passes=preset_draft_passes(self.preset.speculative_config, setting.k))
                     self.rows.append(row)
                     yield Progress(done, plan.units, f"done: speculative {variant.label} · {where}", row=row)
             if self.restore and self._loaded != original:

@@ -47,9 +47,13 @@ class EngineTrace:
         return max(0, len(self.step_sizes) - 1)
 
     @property
+    def decode_tokens(self) -> int:
+        """Tokens after the first step's (prefill's): what the decode rate counts."""
+        return len(self.token_ids) - self.step_sizes[0] if self.step_sizes else 0
+
+    @property
     def tokens_per_s(self) -> float | None:
-        seconds = self.decode_seconds
-        return (len(self.token_ids) - self.step_sizes[0]) / seconds if seconds > 0 else None
+        return pooled_decode_rate([self])
 
     @property
     def step_seconds(self) -> float | None:
@@ -57,7 +61,7 @@ class EngineTrace:
 
     @property
     def tokens_per_step(self) -> float | None:
-        return (len(self.token_ids) - self.step_sizes[0]) / self.decode_steps if self.decode_steps else None
+        return self.decode_tokens / self.decode_steps if self.decode_steps else None
 
     @property
     def total_seconds(self) -> float | None:
@@ -94,6 +98,14 @@ class EngineTrace:
             "tokens_per_step": _round(self.tokens_per_step, 4),
             "finish_reason": self.finish_reason,
         }
+
+
+def pooled_decode_rate(traces) -> float | None:
+    """Decode tokens/s over requests: their decode tokens over their decode seconds, summed (one trace:
+    its tokens_per_s). Requests without a timed decode step count in neither sum."""
+    timed = [t for t in traces if t.decode_seconds > 0]
+    seconds = sum(t.decode_seconds for t in timed)
+    return sum(t.decode_tokens for t in timed) / seconds if seconds > 0 else None
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

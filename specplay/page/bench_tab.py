@@ -1,7 +1,8 @@
 """The page's Bench tab (Gradio): bounded controls, Run bench / Stop, a progress bar, and the table, the
 advice and the charts filled in as rows arrive. It benches the loaded preset and holds the engines
 (`manager.run_lock`) while it measures; a comparison in progress makes it decline rather than wait.
-What it shows comes from `bench_view`; handlers return {output name: value}, mapped through `page.out`.
+What it shows comes from `bench_view`; handlers return {output name: value}, mapped onto the tab's own
+components (a Section) by `tab.out`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from specplay.page import views
 from specplay.bench.runner import BenchError, BenchRun, load_prompts
 from specplay.bench.outputs import write_results
 from specplay.page.cancel import CancelRegistry
+from specplay.page.section import Section
+from specplay.page.session import session_id, session_stem
 from specplay.bench.workloads import WORKLOADS
 
 INTRO = ("### Where speculation pays\nThe loaded preset, measured over workloads × k × temperature × "
@@ -25,93 +28,115 @@ INTRO = ("### Where speculation pays\nThe loaded preset, measured over workloads
          "while a bench runs. Bigger sweeps: `python -m specplay bench`.")
 
 
-def bench_tab(page, manager) -> None:
-    """Lay out the tab's components into `page.c` (names prefixed bench_) and wire its events."""
+def bench_tab(manager) -> Section:
+    """Lay out the tab's components (names prefixed bench_, inside the caller's gr.Tab) and wire its events."""
+    tab = Section()
     k = manager.preset.num_speculative_tokens
     gr.Markdown(INTRO)
     with gr.Row():
         with gr.Column(scale=3):
-            page.c["bench_workloads"] = gr.CheckboxGroup(list(WORKLOADS), value=list(bv.DEFAULT_WORKLOADS),
+            tab.c["bench_workloads"] = gr.CheckboxGroup(list(WORKLOADS), value=list(bv.DEFAULT_WORKLOADS),
                                                          label="Workloads", elem_id="bench-workloads",
                                                          info="token-id prompts for presets without a tokenizer")
             with gr.Row():
-                page.c["bench_k"] = gr.CheckboxGroup(list(bv.K_CHOICES), value=[k] if k in bv.K_CHOICES else [],
+                tab.c["bench_k"] = gr.CheckboxGroup(list(bv.K_CHOICES), value=[k] if k in bv.K_CHOICES else [],
                                                      label="k (num_speculative_tokens)", elem_id="bench-k")
-                page.c["bench_temperature"] = gr.CheckboxGroup(list(bv.TEMPERATURE_CHOICES), value=[0.0],
+                tab.c["bench_temperature"] = gr.CheckboxGroup(list(bv.TEMPERATURE_CHOICES), value=[0.0],
                                                                label="Temperature", elem_id="bench-temperature")
             with gr.Row():
-                page.c["bench_concurrency"] = gr.CheckboxGroup(list(bv.CONCURRENCY_CHOICES), value=[1],
+                tab.c["bench_concurrency"] = gr.CheckboxGroup(list(bv.CONCURRENCY_CHOICES), value=[1],
                                                                label="Concurrency (requests in flight)",
                                                                elem_id="bench-concurrency")
-                page.c["bench_acceptance"] = gr.CheckboxGroup(list(bv.ACCEPTANCE_CHOICES), value=[],
+                tab.c["bench_acceptance"] = gr.CheckboxGroup(list(bv.ACCEPTANCE_CHOICES), value=[],
                                                               label="Synthetic acceptance (dummy-* presets)",
                                                               elem_id="bench-acceptance")
         with gr.Column(scale=1, min_width=220):
-            page.c["bench_n"] = gr.Slider(1, bv.N_MAX, value=bv.DEFAULT_N, step=1, label="Prompts per workload",
+            tab.c["bench_n"] = gr.Slider(1, bv.N_MAX, value=bv.DEFAULT_N, step=1, label="Prompts per workload",
                                           elem_id="bench-n")
-            page.c["bench_max_tokens"] = gr.Slider(bv.MAX_TOKENS_MIN, bv.MAX_TOKENS_MAX, value=bv.DEFAULT_MAX_TOKENS,
+            tab.c["bench_max_tokens"] = gr.Slider(bv.MAX_TOKENS_MIN, bv.MAX_TOKENS_MAX, value=bv.DEFAULT_MAX_TOKENS,
                                                    step=8, label="Max tokens", elem_id="bench-max-tokens")
             with gr.Row():
-                page.c["bench_run"] = gr.Button("Run bench", variant="primary", elem_id="bench-run")
-                page.c["bench_stop"] = gr.Button("Stop", variant="stop", elem_id="bench-stop")
+                tab.c["bench_run"] = gr.Button("Run bench", variant="primary", elem_id="bench-run")
+                tab.c["bench_stop"] = gr.Button("Stop", variant="stop", elem_id="bench-stop")
     start = bv.empty_frame()
-    page.c["bench_status"] = gr.HTML(start["bench_status"], elem_id="bench-status")
-    page.c["bench_error"] = gr.HTML(elem_id="bench-error")
-    page.c["bench_advice"] = gr.HTML(elem_id="bench-advice")
-    page.c["bench_table"] = gr.DataFrame(start["bench_table"], label="One row per setting", interactive=False,
+    tab.c["bench_status"] = gr.HTML(start["bench_status"], elem_id="bench-status")
+    tab.c["bench_error"] = gr.HTML(elem_id="bench-error")
+    tab.c["bench_advice"] = gr.HTML(elem_id="bench-advice")
+    tab.c["bench_table"] = gr.DataFrame(start["bench_table"], label="One row per setting", interactive=False,
                                          elem_id="bench-table")
     names = list(bv.CHART_OUTPUTS)
     for i in range(0, len(names), 2):
         with gr.Row():
             for name in names[i:i + 2]:
-                page.c[name] = gr.Plot(label=bv.CHART_OUTPUTS[name].replace("_", " "), elem_id=name.replace("_", "-"))
-    page.c["bench_file"] = gr.DownloadButton("Download the bench (CSV)", value=None, size="sm",
+                tab.c[name] = gr.Plot(label=bv.CHART_OUTPUTS[name].replace("_", " "), elem_id=name.replace("_", "-"))
+    tab.c["bench_file"] = gr.DownloadButton("Download the bench (CSV)", value=None, size="sm",
                                              elem_id="bench-csv")
-    _wire(page, manager)
+    _wire(tab, manager)
+    return tab
 
 
-def _wire(page, manager) -> None:
+def _wire(tab: Section, manager) -> None:
     registry = CancelRegistry()
     folder = tempfile.mkdtemp(prefix="playground-bench-")
-    inputs = page.list(("bench_workloads", "bench_n", "bench_k", "bench_temperature", "bench_concurrency",
+    inputs = tab.list(("bench_workloads", "bench_n", "bench_k", "bench_temperature", "bench_concurrency",
                         "bench_acceptance", "bench_max_tokens"))
 
     def run(*values, request: gr.Request = None):
-        session = getattr(request, "session_hash", None) or "anonymous"
-        for out in run_bench(manager, registry, folder, session, *values):
-            yield page.out(out)
+        for out in run_bench(manager, registry, folder, session_id(request), *values):
+            yield tab.out(out)
 
     def stop(request: gr.Request = None):
-        registry.cancel(getattr(request, "session_hash", None) or "anonymous")
+        registry.cancel(session_id(request))
 
     # its own queue: a comparison in progress makes the bench decline (run_lock), not queue behind it
-    page.bench_run.click(run, inputs=inputs, outputs=page.list(bv.OUTPUTS + ("bench_run",)), api_name="bench",
+    tab["bench_run"].click(run, inputs=inputs, outputs=tab.list(bv.OUTPUTS + ("bench_run",)), api_name="bench",
                          concurrency_limit=1, concurrency_id="bench", show_progress="hidden")
     # never queued behind runs; named, so it doesn't take the name "stop" from the comparison's Stop
-    page.bench_stop.click(stop, api_name="bench_stop", api_visibility="private", queue=False, show_progress="hidden")
+    tab["bench_stop"].click(stop, api_name="bench_stop", api_visibility="private", queue=False, show_progress="hidden")
 
 
 def run_bench(manager, registry: CancelRegistry, folder: str, session: str, workloads, n, ks, temperatures,
               concurrency, acceptance, max_tokens):
     """The handler: yields {output name: value}; never raises (messages go on the tab)."""
     idle = {"bench_run": gr.update(interactive=True)}
-    pair, preset = manager.pair, manager.preset
-    if pair is None:
-        yield {"bench_error": views.error_html("The engines are not ready yet; the bench starts once they are."),
-               **idle}
+    ready, refusal = _prepare(manager, workloads, n, ks, temperatures, concurrency, acceptance, max_tokens)
+    if refusal is None and not manager.run_lock.acquire(blocking=False):
+        refusal = "A comparison is running on the engines; run the bench when it has finished."
+    if refusal is not None:
+        yield {"bench_error": views.error_html(refusal), **idle}
         return
     try:
-        settings = bv.page_settings(preset, workloads, n, ks, temperatures, concurrency, acceptance, max_tokens)
+        pair, preset, settings, prompts = ready
+        bench = BenchRun(pair, preset, settings, prompts, manager.hardware, cancel=registry.new(session),
+                         restore=True)
+        failure = yield from _measure(bench, registry, session)
+    finally:
+        manager.run_lock.release()
+    if failure:
+        manager.reload_if_dead()
+    result = bench.result()
+    written = write_results(Path(folder) / f"bench-{session_stem(session)}-{threading.get_ident()}", result, {},
+                            png=False)
+    yield {"bench_error": views.error_html(failure), "bench_advice": bv.advice_html(bench_advice(result)),
+           "bench_table": bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset),
+           "bench_file": written["csv"], **idle}
+
+
+def _prepare(manager, *picks) -> tuple[tuple | None, str | None]:
+    """((pair, preset, BenchSettings, prompts), None) from the visitor's picks, or (None, why it can't run)."""
+    pair, preset = manager.pair, manager.preset
+    if pair is None:
+        return None, "The engines are not ready yet; the bench starts once they are."
+    try:
+        settings = bv.settings_from_picks(preset, *picks)
         prompts = load_prompts(settings, preset)
     except BenchError as exc:
-        yield {"bench_error": views.error_html(str(exc)), **idle}
-        return
-    if not manager.run_lock.acquire(blocking=False):
-        yield {"bench_error": views.error_html("A comparison is running on the engines; run the bench when it "
-                                                  "has finished."), **idle}
-        return
-    cancel = registry.new(session)
-    bench = BenchRun(pair, preset, settings, prompts, manager.hardware, cancel=cancel, restore=True)
+        return None, str(exc)
+    return (pair, preset, settings, prompts), None
+
+
+def _measure(bench: BenchRun, registry: CancelRegistry, session: str):
+    """Yield the tab's redraws as the bench's rows arrive; returns a message if it failed."""
     steps = bench.run()
     failure, finished = None, False
     try:
@@ -119,25 +144,17 @@ def run_bench(manager, registry: CancelRegistry, folder: str, session: str, work
         for step in steps:
             out = {"bench_status": bv.progress_html(step)}
             if step.row is not None:
-                out.update(bench_table=bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, preset))
+                out.update(bench_table=bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset))
             yield out
         finished = True
     except Exception as exc:  # an engine failed: the tab says so, the page stays up
         failure = f"The bench failed: {type(exc).__name__}: {exc}"
     finally:
         if not finished and failure is None:  # the visitor left mid-bench: stop measuring
-            cancel.set()
+            bench.cancel.set()
         steps.close()  # puts the preset's own speculative engine back if the bench swapped it
-        registry.done(session, cancel)
-        manager.run_lock.release()
-    if failure:
-        manager.reload_if_dead()
-    result = bench.result()
-    folder_for_run = Path(folder) / f"bench-{session[:12]}-{threading.get_ident()}"
-    written = write_results(folder_for_run, result, {}, png=False)
-    yield {"bench_error": views.error_html(failure), "bench_advice": bv.advice_html(bench_advice(result)),
-           "bench_table": bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, preset),
-           "bench_file": written["csv"], **idle}
+        registry.done(session, bench.cancel)
+    return failure
 
 
 def bench_advice(result: dict) -> list:

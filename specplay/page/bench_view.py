@@ -1,5 +1,5 @@
 """The Bench tab's content without Gradio: its bounded choices, the visitor's picks checked into
-BenchSettings, and what each step of a bench shows, keyed by output name (`ui_bench` maps the names onto
+BenchSettings, and what each step of a bench shows, keyed by output name (`bench_tab` maps the names onto
 components). Visitors pick workloads by name from WORKLOADS only: nothing they send becomes a path.
 """
 
@@ -38,7 +38,7 @@ def _pick(label: str, values, choices: tuple, cast) -> tuple:
     return picked
 
 
-def page_settings(preset: Preset, workloads, n, ks, temperatures, concurrency, acceptance, max_tokens) -> BenchSettings:
+def settings_from_picks(preset: Preset, workloads, n, ks, temperatures, concurrency, acceptance, max_tokens) -> BenchSettings:
     """The visitor's picks as BenchSettings, or BenchError with a message to show."""
     names = tuple(w for w in WORKLOADS if w in set(workloads or ()))
     if set(workloads or ()) - set(names):

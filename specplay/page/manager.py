@@ -1,6 +1,14 @@
 """The page's engine pair over its lifetime: load in the background, report progress, switch presets
 (only among those the operator allowed), reload after an engine dies, and sample memory while ready.
 No Gradio here: the page and the page benchmark both drive it.
+
+A lock and a state beside the pair's own, on purpose, because they cover more than one pair and more than
+one request. The pair's lock keeps one request at a time on its engines (a stream, a batch, a swap); the
+manager's `run_lock` is held for as long as one visitor holds the engines: a whole comparison, a whole
+bench (many batches and engine swaps, which another visitor's run must not slip between), or a switch
+while it swaps pairs (when there may be no pair to lock). The pair's status is its engines' (loading,
+ready, stopped); the manager's spans pairs: the preset, "loading" before a pair exists and while the old
+one shuts down, the error of a pair that never started, and a generation, so a stale loader can't win.
 """
 
 from __future__ import annotations
@@ -149,10 +157,6 @@ class PairManager:
         if stale:
             sampler.stop()
             pair.shutdown()
-
-    def engines_alive(self) -> bool:
-        pair = self.pair
-        return pair is not None and all(engine.is_alive() for engine in pair.engines.values())
 
     def reload_if_dead(self) -> bool:
         """After a failed run: if an engine died, load the same preset again (other users get it back)."""

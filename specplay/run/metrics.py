@@ -94,6 +94,9 @@ BENCH_FIGURES = (
     BY_KEY["speedup"], BY_KEY["tokens_per_step_ratio"], BY_KEY["step_cost_ratio"],
     BY_KEY["acceptance_rate"], BY_KEY["mean_acceptance_length"],
     Figure("predicted_speedup", "predicted speedup (verify = one pass)", ".2f", RUN, suffix="×", digits=3),
+    # specplay.bench.passes: the speculative step as a verify pass (t_b) plus the method's draft passes
+    Figure("predicted_speedup_measured", "predicted speedup (measured pass times)", ".2f", RUN, suffix="×", digits=3),
+    Figure("draft_pass_cost", "one draft pass, in baseline steps", ".2f", RUN, digits=3),
     Figure("throughput_ratio", "batch throughput, spec ÷ baseline", ".2f", RUN, suffix="×", digits=3),
     BY_KEY["tokens_per_s"], BY_KEY["tokens_per_step"], BY_KEY["step_seconds"],
     Figure("throughput", "batch output tokens/s", ".1f", ENGINE, digits=2),

@@ -5,7 +5,6 @@ per session, ~1-2 min); these tests take about 2-3 more minutes on a 2-core CPU.
 from __future__ import annotations
 
 import csv
-import re
 import threading
 import time
 
@@ -29,16 +28,18 @@ def run(client, prompt, max_tokens=48, temperature=0.0, schedule="sequential") -
     return dict(zip(OUTPUTS, out))
 
 
-def _wait_streaming(job, pane: str, tokens: int = 3, timeout: float = 120.0) -> None:
-    """Until the run's `pane` (pane_b, pane_s) shows at least `tokens` tokens."""
+def _wait_streaming(job, role: str, tokens: int = 3, timeout: float = 120.0) -> None:
+    """Until the run's `result` output (each engine's token ids while it streams) has at least `tokens` of
+    `role`'s (baseline, speculative)."""
+    from loadtest.visitors import tokens_so_far
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         updates = job.outputs()
-        streamed = re.search(r">(\d+) tokens ·", str(updates[-1][OUTPUTS.index(pane)])) if updates else None
-        if streamed and int(streamed.group(1)) >= tokens:
+        if updates and tokens_so_far(updates[-1][OUTPUTS.index("result")], role) >= tokens:
             return
         time.sleep(0.2)
-    pytest.fail(f"the run never streamed {tokens} tokens into {pane}")
+    pytest.fail(f"the run never streamed {tokens} {role} tokens")
 
 
 def test_status_ready(app):
@@ -106,7 +107,7 @@ def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
     to max tokens after the stop)."""
     client = app.client()
     job = client.submit(STORY, 900, 0.0, schedule, api_name="/run")
-    _wait_streaming(job, "pane_b")
+    _wait_streaming(job, "baseline")
     client.predict(api_name="/stop")
     out = dict(zip(OUTPUTS, job.result(timeout=120)))
     result = out["result"]
@@ -231,7 +232,7 @@ def test_killed_engine_is_reported_and_both_engines_come_back(app, role):
     cores_before = engine_core_pids(app.proc)  # oldest first: the baseline engine starts first
     assert len(cores_before) == 2
     job = client.submit(STORY, 600, 0.0, "concurrent", api_name="/run")
-    _wait_streaming(job, "pane_b" if role == "baseline" else "pane_s")
+    _wait_streaming(job, role)
     os.kill(cores_before[0 if role == "baseline" else 1], signal.SIGKILL)
     out = dict(zip(OUTPUTS, job.result(timeout=120)))  # an answer, not a hang
     assert f"the {role} engine failed" in out["error"] and "reloaded" in out["error"]

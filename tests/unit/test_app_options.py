@@ -62,28 +62,57 @@ def test_app_help_is_light():
     assert out.returncode == 0
     for option in ("--presets", "--preset", "--config", "--host", "--port", "--share", "--auth"):
         assert option in out.stdout
-    probe = subprocess.run([sys.executable, "-c", "import sys, app; app.parse_args(['--help'])"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=30)
+    probe = subprocess.run([sys.executable, "-c", "from specplay.page import options; options.parse_args(['--help'])"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert probe.returncode == 0
-    heavy = subprocess.run([sys.executable, "-c", "import sys, app; print(sorted(m for m in ('vllm', 'torch', "
-                            "'gradio') if m in sys.modules))"], cwd=ROOT, capture_output=True, text=True, timeout=30)
-    assert heavy.stdout.strip() == "[]"
+    # the main module as vLLM's engine processes re-import it, and the options and entry point: all light
+    heavy = subprocess.run([sys.executable, "-c", "import sys, app, specplay.page.options, specplay.page.server; "
+                            "print(sorted(m for m in ('vllm', 'torch', 'gradio') if m in sys.modules))"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=30)
+    assert heavy.stdout.strip() == "[]", heavy.stderr
 
 
 def test_app_options_from_config_and_flags(tmp_path, monkeypatch):
-    import app
+    from specplay.page import options as opts
 
     config = tmp_path / "page.yaml"
     config.write_text("presets: [smollm2-ngram, smollm2-self-draft]\nport: 9000\nauth: a:b\n")
     monkeypatch.delenv("PLAYGROUND_AUTH", raising=False)
-    options = app.resolve_options(app.parse_args(["--config", str(config), "--port", "9001"]))
+    options = opts.resolve_options(opts.parse_args(["--config", str(config), "--port", "9001"]))
     assert options["presets"] == ["smollm2-ngram", "smollm2-self-draft"]
     assert options["port"] == 9001 and options["auth"] == ("a", "b")
     monkeypatch.setenv("PLAYGROUND_AUTH", "u:p")
-    assert app.resolve_options(app.parse_args([]))["auth"] == ("u", "p")
+    assert opts.resolve_options(opts.parse_args([]))["auth"] == ("u", "p")
     with pytest.raises(SystemExit):
-        app.resolve_options(app.parse_args(["--auth", "nopassword"]))
-    presets, initial, _ = app.offered_presets({**app.DEFAULTS, "presets": ["smollm2-ngram", "smollm2-self-draft"]})
+        opts.resolve_options(opts.parse_args(["--auth", "nopassword"]))
+    presets, initial, _ = opts.offered_presets({**opts.DEFAULTS, "presets": ["smollm2-ngram", "smollm2-self-draft"]})
     assert initial == "smollm2-ngram" and set(presets) == {"smollm2-ngram", "smollm2-self-draft"}
     with pytest.raises(SystemExit, match="unknown preset"):
-        app.offered_presets({**app.DEFAULTS, "presets": ["../../etc/passwd"]})
+        opts.offered_presets({**opts.DEFAULTS, "presets": ["../../etc/passwd"]})
+
+
+def test_operator_settings_keep_switching_to_a_page_served_to_this_machine(capsys):
+    from specplay.page.options import DEFAULTS, settings_from_options
+
+    assert settings_from_options(dict(DEFAULTS)).allow_switching is True  # 127.0.0.1
+    public = settings_from_options({**DEFAULTS, "host": "0.0.0.0", "max_run_seconds": 60, "queue_size": 4})
+    assert (public.allow_switching, public.max_run_seconds, public.queue_size) == (False, 60.0, 4)
+    assert settings_from_options({**DEFAULTS, "host": "0.0.0.0", "allow_switching": True}).allow_switching
+    settings_from_options({**DEFAULTS, "share": True})
+    assert "--share without --auth" in capsys.readouterr().err
+
+
+def test_app_py_only_wires_the_entry_point():
+    import ast
+
+    tree = ast.parse((ROOT / "app.py").read_text())
+    assert not [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    guard = [n for n in tree.body if isinstance(n, ast.If)]
+    assert len(guard) == 1 and "__main__" in ast.unparse(guard[0].test)  # vLLM re-imports the main module
+
+
+@pytest.mark.parametrize("entry", [["app.py"], ["-c", "from specplay.page.server import main; main()"]])
+def test_a_refused_option_ends_the_entry_point_with_its_message_and_status_1(entry):
+    out = subprocess.run([sys.executable, *entry, "--auth", "nopassword"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 1 and "USER:PASS" in out.stderr

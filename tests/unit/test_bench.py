@@ -101,10 +101,10 @@ def test_settings_that_cannot_run_are_refused_before_any_engine_starts(tmp_path)
         "hello", "world"]
     # the page takes names from WORKLOADS only, bounded choices, a bounded amount of work
     with pytest.raises(BenchError, match="shipped"):
-        bench_view.page_settings(ngram, [str(own)], 2, [4], [0.0], [1], [], 64)
+        bench_view.settings_from_picks(ngram, [str(own)], 2, [4], [0.0], [1], [], 64)
     with pytest.raises(BenchError, match="at most"):
-        bench_view.page_settings(ngram, ["code", "chat", "qa"], 2, [1, 2, 3, 4, 5], [0.0, 0.5, 1.0], [1, 2], [], 64)
-    s = bench_view.page_settings(ngram, ["rewrite", "code"], 2, [], [0.5, 0.0], [2, 1], [], 64)
+        bench_view.settings_from_picks(ngram, ["code", "chat", "qa"], 2, [1, 2, 3, 4, 5], [0.0, 0.5, 1.0], [1, 2], [], 64)
+    s = bench_view.settings_from_picks(ngram, ["rewrite", "code"], 2, [], [0.5, 0.0], [2, 1], [], 64)
     assert s.workloads == ("code", "rewrite") and s.k == (4,) and s.temperature == (0.0, 0.5)
 
 
@@ -133,6 +133,53 @@ def test_predicted_speedup_is_one_plus_the_rates():
     assert predicted_speedup(0.7, 3) == pytest.approx(1 + 0.7 + 0.49 + 0.343)
     assert synthetic_rates(0.7, 3) == [0.7, 0.49, 0.343]  # the dummy presets' own rates
     assert predicted_speedup(0.5, 1) == 1.5
+
+
+# -- the prediction from measured pass times ----------------------------------------------------------------
+def test_draft_passes_follow_each_methods_cost_model():
+    from specplay.bench.passes import draft_passes, preset_draft_passes
+
+    assert [draft_passes(m, 5) for m in ("ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp")] == [
+        0, 0, 5, 5, 5, 5]
+    assert draft_passes("draft_model", 5, parallel_drafting=True) == 1
+    assert preset_draft_passes({"method": "draft_model", "parallel_drafting": True}, 4) == 1
+    assert preset_draft_passes(get_preset("smollm2-ngram").speculative_config, 4) == 0
+
+
+def _pass_time_row(k=3, a=0.7, spec_step_s=0.08, passes=3):
+    base = batch(BASELINE, [trace(BASELINE, [1] * 21, 0.05)] * 2)
+    spec = batch(SPECULATIVE, [trace(SPECULATIVE, [1] + [3] * 7, spec_step_s)] * 2,
+                 SpecDecodeCounters(14, 14 * k, 28, (14, 10, 4)))
+    return bench_row(Setting("token-ids", 0.0, 1, k, a), base, spec, synthetic=True, passes=passes)
+
+
+def test_bench_row_predicts_from_measured_pass_times():
+    row = _pass_time_row()  # a step costs 0.08 s against the baseline's 0.05: 1.6 target steps
+    assert row["step_cost_ratio"] == pytest.approx(1.6, rel=1e-3) and row["draft_passes"] == 3
+    assert row["draft_pass_cost"] == pytest.approx(0.6 / 3, rel=1e-3)  # each draft pass: 0.2 of a target step
+    assert row["predicted_speedup_measured"] == pytest.approx(predicted_speedup(0.7, 3) / 1.6, rel=1e-3)
+    ngram = _pass_time_row(passes=0)  # verify only: no per-pass cost, the same prediction
+    assert ngram["draft_pass_cost"] is None and ngram["predicted_speedup_measured"] == row["predicted_speedup_measured"]
+    assert _pass_time_row(passes=None)["predicted_speedup_measured"] is None  # no cost model given
+    real = _pass_time_row(a=None)  # measured acceptance: the counters' mean acceptance length, 1 + 28/14
+    assert real["predicted_speedup_measured"] == pytest.approx(3.0 / 1.6, rel=1e-3)
+    headers, cells = bench_report.table([row])
+    assert cells[0][headers.index("pred. (times)")] == f"{predicted_speedup(0.7, 3) / 1.6:.2f}×"
+    assert cells[0][headers.index("draft/pass")] == "0.20"
+    fields, flat = bench_report.csv_rows([row])
+    assert {"predicted_speedup_measured", "draft_pass_cost", "draft_passes"} <= set(fields)
+
+
+def test_advice_names_the_term_that_eats_the_gain():
+    from specplay.bench.passes import cost_sentence
+
+    rows = [_pass_time_row(k=3, spec_step_s=0.16)]  # 3 passes cost 2.2 target steps: more than the gain
+    [a] = bench_advice.advise(rows, preset_k=3, method="draft_model", async_scheduling=True)
+    assert "the 3 draft passes cost 2.20 target steps (0.73 each), more than the 2.00 extra tokens" in a.sentence
+    assert "drafting eats the whole gain" in a.sentence
+    cheap = cost_sentence({"draft_passes": 0, "step_cost_ratio": 1.04, "tokens_per_step_ratio": 1.21})
+    assert "verifying the drafts costs 0.04 target steps" in cheap and "leaves most of the gain" in cheap
+    assert cost_sentence({"step_cost_ratio": 1.2}) == ""  # a row without the cost model: nothing to say
 
 
 # -- advice --------------------------------------------------------------------------------------------------
@@ -198,6 +245,11 @@ def test_predicted_and_measured_chart_for_synthetic_acceptance():
     traces = {t.name: t for t in figs["predicted_vs_measured"].data}
     assert list(traces["a=0.9 predicted"].y) == [round(predicted_speedup(0.9, k), 3) for k in (2, 4, 6)]
     assert "token-ids, a=0.5 measured" in traces
+    assert "token-ids, a=0.5 predicted (pass times)" not in traces  # rows without a cost model: no line
+    timed = [dict(r, predicted_speedup_measured=r["predicted_speedup"] / r["step_cost_ratio"]) for r in rows]
+    traces = {t.name: t for t in bench_charts.predicted_vs_measured(timed).data}
+    line = traces["token-ids, a=0.9 predicted (pass times)"]
+    assert list(line.x) == [2, 4, 6] and line.line.dash == "dash"
 
 
 def test_table_and_files_without_engines(tmp_path):
@@ -365,6 +417,29 @@ def test_bench_swaps_each_k_once_and_restores_the_presets_engine():
     with pytest.raises(RuntimeError, match="died"):
         list(BenchRun(pair, preset, settings, prompts, cpu, restore=True).run())
     assert pair.swaps == [2, 4] and pair.tag == preset
+
+
+def test_the_page_bench_runs_to_its_end_and_releases_the_engines(tmp_path):
+    import threading
+    from types import SimpleNamespace
+
+    from specplay.page import bench_tab
+    from specplay.page.cancel import CancelRegistry
+    from specplay.page.session import session_stem
+
+    preset = get_preset("smollm2-ngram")  # k=4, n-gram: no draft pass
+    pair = RecordingPair(preset)
+    reloads = []
+    manager = SimpleNamespace(pair=pair, preset=preset, hardware=Hardware(0, None, (0, 1)), run_lock=threading.Lock(),
+                              reload_if_dead=lambda: reloads.append(1))
+    outs = list(bench_tab.run_bench(manager, CancelRegistry(), str(tmp_path), "SESSION", ["rewrite"], 1, [2, 4],
+                                    [0.0], [1], [], 8))
+    final = outs[-1]
+    assert final["bench_error"] == "" and not manager.run_lock.locked() and not reloads
+    assert pair.swaps == [2, 4] and len(final["bench_table"]) == 2  # k=4 (loaded) first, then 2, then back
+    assert {"pred. (times)", "tok/step ×"} <= set(final["bench_table"].columns)
+    assert session_stem("SESSION") in final["bench_file"] and "SESSION" not in final["bench_file"]
+    assert "Measured pass times: verifying the drafts costs" in final["bench_advice"]
 
 
 # -- real engines --------------------------------------------------------------------------------------------

@@ -51,7 +51,7 @@ def test_stop_and_status_bypass_the_queue():
     try:
         demo = ui.build_page(manager)
         by_name = {fn.api_name: fn for fn in demo.fns.values() if fn.api_name}
-        assert by_name["stop"].fn.__qualname__.startswith("_wire_run")  # the comparison's Stop owns "stop"
+        assert by_name["stop"].fn.__qualname__.startswith("wire_compare")  # the comparison's Stop owns "stop"
         assert by_name["stop"].queue is False and by_name["status"].queue is False  # a full queue can't block them
         assert by_name["run"].queue is not False and by_name["switch_preset"].queue is not False
         polls = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "poll"]
@@ -62,15 +62,15 @@ def test_stop_and_status_bypass_the_queue():
 
 def test_history_is_capped_named_safely_and_formula_free(tmp_path):
     from specplay.page.cancel import CancelRegistry
+    from specplay.page.compare_run import RunPlace, run_comparison
     from specplay.page.settings import PageSettings
-    from specplay.page.ui import _run
 
     manager = _ready_manager("smollm2-ngram")
     try:
         history, settings = [], PageSettings(history_rows=2)
         for prompt in ("one", "=HYPERLINK(\"http://x\")", "three"):
-            last = list(_run(manager, CancelRegistry(), str(tmp_path), settings, prompt, 3, 0.0, "sequential",
-                             history, "SESSION-ID-123"))[-1]
+            place = RunPlace(manager, CancelRegistry(), str(tmp_path), settings)
+            last = list(run_comparison(place, prompt, 3, 0.0, "sequential", history, "SESSION-ID-123"))[-1]
             history = last["history"]
         assert [row["run"] for row in history] == [2, 3]  # the oldest row went; numbering goes on
         assert history[0]["prompt"] == "'=HYPERLINK(\"http://x\")"  # a spreadsheet shows it as text

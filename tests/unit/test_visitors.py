@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
+
 
 
 from specplay.presets.catalog import get_preset
@@ -38,20 +40,35 @@ def test_fifo_is_judged_on_the_queue_places_and_run_numbers_the_page_gives():
     seen = fifo([visit(0, 1, (), 0.0, 2.0), visit(1, 2, (), 1.0, 3.0), visit(2, 3, (), 2.95, 4.0)])["client_view"]
     assert seen["overlaps"] == 1 and seen["inversions"] == 0
     assert percentile([3, 1, 2, 4], 0.5) == 2 and percentile(list(range(1, 21)), 0.95) == 19
-    assert percentile([], 0.5) is None
+    assert percentile([], 0.5) is None and percentile([None, 2.0], 0.5) == 2.0
+
+
+def test_percentile_is_defined_once_with_its_method_named():
+    from specplay.core.stats import LINEAR, NEAREST_RANK, percentile
+
+    assert percentile([4, 1, 3, 2], 0.5, LINEAR) == 2.5 and percentile([4, 1, 3, 2], 0.5, NEAREST_RANK) == 2
+    assert percentile([1, 2, 3, 4, 5], 0.9) == pytest.approx(4.6)  # interpolated: the bench's default
+    assert percentile([1, 2, 3, 4, 5], 0.9, NEAREST_RANK) == 5
+    with pytest.raises(ValueError, match="method"):
+        percentile([1], 0.5, "midpoint")
+
+
+def test_tokens_are_counted_from_the_result_json():
+    from loadtest.visitors import tokens_so_far
+
+    streaming = {"run_id": "run-3", "streaming": True, "baseline": {"token_ids": [5, 6, 7]},
+                 "speculative": {"token_ids": []}}
+    assert tokens_so_far(streaming, "baseline") == 3 and tokens_so_far(streaming, "speculative") == 0
+    assert tokens_so_far(None, "baseline") == 0 and tokens_so_far({"error": "x"}, "baseline") == 0
 
 
 def test_load_tests_killer_fires_once_a_run_from_its_target_on_is_in_the_engines():
     """scripts/load_test.py --kill: a run that has started counts, tokens or not (on a GPU a short run
     streams in one redraw, so waiting for tokens never fired); earlier runs and finished ones don't. The
     process killed is a real one."""
-    import importlib.util
-
     from loadtest.visitors import Visit
 
-    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
-    load_test = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(load_test)
+    load_test = _load_test_script()
     victim = subprocess.Popen(["sleep", "60"])
     try:
         killer = load_test.Killer("speculative", app_pid=0, cores=[1, victim.pid], target=2)
@@ -69,6 +86,15 @@ def test_load_tests_killer_fires_once_a_run_from_its_target_on_is_in_the_engines
             victim.kill()
 
 
+def _load_test_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
+    load_test = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load_test)
+    return load_test
+
+
 def _prompt_echo(request):
     """A fake run whose tokens depend on the prompt: a stream given to the wrong visitor would show."""
     import zlib
@@ -76,6 +102,20 @@ def _prompt_echo(request):
     seed = zlib.crc32(request.prompt.encode())
     ids = [(seed >> (i % 24)) % 1000 + 1 for i in range(request.max_tokens)]
     return synthetic_events(ids, [ids[:1]] + [ids[i:i + 2] for i in range(1, len(ids), 2)])
+
+
+def _fake_manager():
+    """A ready PairManager on a FakePair whose outputs depend on the prompt."""
+    from specplay.page.manager import PairManager
+
+    preset = get_preset("smollm2-ngram")
+    manager = PairManager({preset.name: preset}, preset.name,
+                          pair_factory=lambda p, hw, log=print: FakePair(_prompt_echo, p, step_delay=0.01))
+    manager.load(preset.name)
+    deadline = time.monotonic() + 10
+    while manager.pair is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return manager
 
 
 def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_dirs(tmp_path, monkeypatch):
@@ -87,19 +127,12 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
     from specplay.page import ui
 
     from loadtest import visitors
-    from specplay.page.manager import PairManager
     from tests.ui_fixtures import free_port
 
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "cache" / "page")
-    preset = get_preset("smollm2-ngram")
-    manager = PairManager({preset.name: preset}, preset.name,
-                          pair_factory=lambda p, hw, log=print: FakePair(_prompt_echo, p, step_delay=0.01))
-    manager.load(preset.name)
-    deadline = time.monotonic() + 10
-    while manager.pair is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+    manager = _fake_manager()
     demo = ui.build_page(manager)
     crowd = None
     try:
@@ -119,8 +152,39 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
         assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
         assert summary["fifo"]["runs_on_engines"] == 4
         assert summary["queue_wait_p95_s"] >= summary["queue_wait_p50_s"] >= 0
+        # tokens counted from the run's JSON `result` output as it streams, not from the panes' HTML
+        assert all(v.first_token_at is not None and v.baseline_seen == 6 for v in crowd.visits), crowd.visits
     finally:
         if crowd is not None:
             crowd.close()
+        demo.close()
+        manager.shutdown()
+
+
+def test_the_load_test_phases_on_a_fake_page(tmp_path):
+    """scripts/load_test.py's run_test (solo runs, the crowd, the checks) against a page on a fake pair."""
+    import os
+    from types import SimpleNamespace
+
+    from specplay.page import ui
+    from tests.ui_fixtures import free_port
+
+    load_test = _load_test_script()
+    manager = _fake_manager()
+    demo = ui.build_page(manager)
+    try:
+        port = free_port()
+        ui.launch(demo, "127.0.0.1", port, block=False)
+        app = SimpleNamespace(port=port, pid=os.getpid(), poll=lambda: None)  # the test process stands in
+        args = load_test.parse_args(["--visitors", "3", "--max-tokens", "5", "--spacing-ms", "0",  # joins in order
+                                     "--out", str(tmp_path / "r.json")])
+        report = {"checks": {}}
+        load_test.run_test(args, app, report)
+        assert report["checks"] == {"solo_runs_ok": True, "no_hang": True, "no_lost_or_mixed_stream": True,
+                                    "fifo_kept": True, "no_error": True, "every_output_equals_its_solo_run": True}, report
+        assert len(report["rows"]) == 3 and report["load"]["equal_to_solo"] == 3
+        assert all(row["first_token_s"] is not None for row in report["rows"])  # tokens seen while streaming
+        assert report["cpu_seconds_during_load"]["wall_s"] >= 0
+    finally:
         demo.close()
         manager.shutdown()

@@ -1,0 +1,173 @@
+"""The Compare tab's run and replay, as generators of {output name: value} (names from `live_run`): no
+layout here (`compare_tab` maps the names onto its components). A run checks its inputs, holds the
+engines while it streams (redrawing at most UPDATE_HZ times a second), then writes the session's history
+and the verdict; a sequential run is replayed on one clock by a second event that doesn't hold the
+engines, so the next visitor's run can start."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import gradio as gr
+
+from specplay.core.events import BASELINE, ROLES, SPECULATIVE, RunFinished
+from specplay.engine.vllm_engine import PromptError
+from specplay.page import views
+from specplay.page.cancel import CancelRegistry
+from specplay.page.charts import history_table
+from specplay.page.inputs import InputError, build_request, check_schedule
+from specplay.page.live_run import UPDATE_HZ, LiveRun
+from specplay.page.manager import PairManager
+from specplay.page.session import session_stem
+from specplay.page.settings import PageSettings, scrub
+
+NOT_READY = "The engines are not ready yet (see the status above); Run is enabled once they are."
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    """What every run on this page shares: the engines, the Stop registry, where the history CSVs go and
+    the operator's limits."""
+
+    manager: PairManager
+    registry: CancelRegistry
+    history_dir: str
+    settings: PageSettings
+
+
+@dataclass
+class _Outcome:
+    failure: str | None = None  # a message for the visitor: the run broke (not: it was stopped)
+    timed_out: bool = False  # stopped at the operator's max_run_seconds
+
+
+def run_comparison(place: RunPlace, prompt, max_tokens, temperature, schedule, history: list, session: str):
+    """The run handler: yields {output name: value}; never raises (errors go on the page)."""
+    idle = {"run_btn": gr.update(interactive=place.manager.pair is not None), "stop_btn": gr.update(interactive=False)}
+    pair, live, refusal = _prepare(place.manager, prompt, max_tokens, temperature, schedule)
+    if refusal is not None:
+        yield _failed(refusal, idle, history)
+        return
+    outcome = yield from _stream(place, pair, live, session)
+    if outcome.failure is not None:
+        yield _failed(outcome.failure, idle, history)
+        return
+    yield _finished(place, live, outcome.timed_out, history, session, idle)
+
+
+def _prepare(manager: PairManager, prompt, max_tokens, temperature, schedule):
+    """(pair, LiveRun, None) for a run that can start, else (None, None, why not)."""
+    pair, preset = manager.pair, manager.preset
+    if pair is None:
+        return None, None, NOT_READY
+    try:
+        request = build_request(preset, prompt, max_tokens, temperature)
+        schedule = check_schedule(schedule)
+    except InputError as exc:
+        return None, None, str(exc)
+    decoders = ({role: pair.engines[role].decode for role in ROLES} if preset.prompt_input == "text" else {})
+    return pair, LiveRun(preset, request, decoders, schedule, manager.hardware.device, pair.engine_info()), None
+
+
+def _failed(message: str, idle: dict, history: list) -> dict:
+    message = scrub(message)
+    return {"error": views.error_html(message), "result": {"error": message}, **idle, "history": history}
+
+
+def _stream(place: RunPlace, pair, live: LiveRun, session: str):
+    """Run on the engines (holding them), yielding redraws; returns the _Outcome."""
+    cancel = place.registry.new(session)
+    outcome = _Outcome()
+    with place.manager.run_lock:
+        stream = pair.stream(live.request, schedule=live.schedule, cancel=cancel)
+        finished = False
+        try:
+            finished = yield from _redraws(place, live, stream, cancel, outcome)
+        except PromptError as exc:
+            outcome.failure = str(exc)
+        except Exception as exc:  # the page stays up; the message says what broke
+            outcome.failure = f"The run failed: {type(exc).__name__}: {exc}"
+        finally:
+            if not finished:  # closed early (browser gone, error): abort both requests, release the engines
+                _abort(stream, cancel)
+            place.registry.done(session, cancel)
+    return outcome
+
+
+def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):
+    """Feed the events into `live`, yielding a frame at most UPDATE_HZ times a second, and stop the run at
+    the operator's limit. Returns whether the run finished (RunFinished arrived)."""
+    last, started = 0.0, time.monotonic()
+    for event in stream:
+        live.add(event)
+        if isinstance(event, RunFinished):
+            return True
+        now = time.monotonic()
+        if now - started > place.settings.max_run_seconds and not cancel.is_set():
+            outcome.timed_out = True
+            cancel.set()
+        if now - last >= 1.0 / UPDATE_HZ:  # tables only at the end: a DataFrame costs more than a chart
+            last = now
+            yield {**live.frame(place.manager.sampler), "result": streaming_result(live), **_running()}
+    return False
+
+
+def _running() -> dict:
+    return {"error": "", "run_btn": gr.update(interactive=False), "stop_btn": gr.update(interactive=True),
+            "replay_btn": gr.update(interactive=False)}
+
+
+def _abort(stream, cancel) -> None:
+    cancel.set()
+    try:
+        for _ in stream:
+            pass
+    except Exception:
+        pass
+
+
+def streaming_result(live: LiveRun) -> dict:
+    """The `result` output while a run streams: its id and each engine's token ids so far (what API
+    clients such as the load test count, rather than parsing the panes' HTML)."""
+    c = live.comparison
+    return {"run_id": c.run_id, "streaming": True,
+            **{role: {"token_ids": list(c.traces[role].token_ids)} for role in (BASELINE, SPECULATIVE)}}
+
+
+def _finished(place: RunPlace, live: LiveRun, timed_out: bool, history: list, session: str, idle: dict) -> dict:
+    # after every run, not only a failed one: an engine that died after its part of the run (or between
+    # runs) is reloaded now, so the next visitor gets "not ready" rather than a failed run
+    reloading = place.manager.reload_if_dead()
+    number = (history[-1]["run"] + 1) if history else 1
+    history = (history + [live.history_row(number)])[-place.settings.history_rows:]
+    path = os.path.join(place.history_dir, f"history-{session_stem(session)}.csv")  # one a session, overwritten
+    history_table(history).to_csv(path, index=False)
+    message = _end_message(live, timed_out, reloading, place.settings.max_run_seconds)
+    replayable = live.replayable
+    return {**live.final(place.manager.sampler, history, path, message), **idle, "history": history,
+            "live": live if replayable else None, "replay_btn": gr.update(interactive=replayable)}
+
+
+def _end_message(live: LiveRun, timed_out: bool, reloading: bool, limit_s: float) -> str | None:
+    error = live.comparison.finished.error
+    reload_note = " Both engines are being reloaded; Run is enabled again once they are ready." if reloading else ""
+    if error:
+        return scrub(f"The run stopped: {error}.{reload_note}")
+    return f"The run was stopped at this page's limit of {limit_s:g} seconds." if timed_out else None
+
+
+def replay_run(manager: PairManager, live: LiveRun | None):
+    """Both panes and the rate charts race on one clock from the recorded arrival times (sequential runs)."""
+    if live is None or not live.replayable:
+        yield {"replay_btn": gr.update(interactive=False)}
+        return
+    busy = {"run_btn": gr.update(interactive=False), "replay_btn": gr.update(interactive=False)}
+    total, speed = live.comparison.replay_seconds, live.replay_speed()
+    started = time.monotonic()
+    while (at := (time.monotonic() - started) * speed) < total:
+        yield {**live.frame(at=at), **busy}
+        time.sleep(1.0 / UPDATE_HZ)
+    yield {**live.frame(at=total), "run_btn": gr.update(interactive=manager.pair is not None),
+           "replay_btn": gr.update(interactive=True)}

@@ -1,0 +1,145 @@
+"""The Compare tab (Gradio): the preset's `vllm serve` lines, prompt and controls, the two streaming panes,
+the identity badge, the speedup's factors, live charts and tables; it builds its own components into a
+Section (output names from `live_run`) and wires Run, Stop, Replay and the examples. What a run shows is
+computed by `compare_run`; what the status poll changes here, by `status_update`."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from specplay.core.events import BASELINE, SPECULATIVE
+from specplay.page import views
+from specplay.page.charts import history_table
+from specplay.page.compare_run import RunPlace, replay_run, run_comparison
+from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
+                                  TOKEN_EXAMPLES, max_tokens_limit)
+from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame
+from specplay.page.manager import ManagerStatus, PairManager
+from specplay.page.section import Section
+from specplay.page.session import session_id
+from specplay.presets.catalog import Preset, serve_commands
+
+# Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
+RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
+# What the status poll redraws on this tab when the engines' state or the preset changes.
+STATUS_OUTPUTS = ("run_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt")
+
+
+def compare_tab(manager: PairManager) -> Section:
+    """Lay the tab out (inside the caller's gr.Tab); wire it with `wire_compare` once the page is built."""
+    tab, start = Section(), empty_frame(manager.preset)
+    _serve_panel(tab)  # near the top: the preset's lesson in vLLM's own terms
+    _prompt_panel(tab, manager)
+    _panes(tab, start, manager.preset.num_speculative_tokens)
+    _stats(tab, start)
+    return tab
+
+
+def _serve_panel(tab: Section) -> None:
+    with gr.Accordion("Run it yourself: the `vllm serve` lines for this preset", open=False):
+        tab.add("serve_b", gr.Code(language="shell", label="baseline", interactive=False, elem_id="serve-baseline"))
+        tab.add("serve_s", gr.Code(language="shell", label="speculative", interactive=False,
+                                   elem_id="serve-speculative"))
+
+
+def _prompt_panel(tab: Section, manager: PairManager) -> None:
+    limit = max(max_tokens_limit(p) for p in manager.presets.values())
+    with gr.Row():
+        with gr.Column(scale=4):
+            tab.add("prompt", gr.Textbox(label="Prompt", lines=5, max_lines=14, value=EXAMPLES["rewrite"],
+                                         elem_id="prompt"))
+            with gr.Row():
+                gr.Markdown("Examples:", elem_classes=["examples-label"])
+                for kind in EXAMPLES:
+                    tab.add(f"ex_{kind}", gr.Button(kind, size="sm", elem_id=f"example-{kind}"))
+        with gr.Column(scale=1, min_width=220):
+            tab.add("max_tokens", gr.Slider(1, limit, value=manager.preset.default_max_tokens, step=1,
+                                            label="Max tokens", elem_id="max-tokens"))
+            tab.add("temperature", gr.Slider(0.0, TEMPERATURE_MAX, value=0.0, step=0.05,
+                                             label="Temperature (0 = greedy: outputs should match)",
+                                             elem_id="temperature"))
+            tab.add("schedule", gr.Radio([(label, key) for key, label in SCHEDULES.items()],
+                                         value=DEFAULT_SCHEDULE[manager.hardware.device], label="Schedule",
+                                         info=SCHEDULE_INFO, elem_id="schedule"))
+            with gr.Row():
+                tab.add("run_btn", gr.Button("Run", variant="primary", interactive=False, elem_id="run"))
+                tab.add("stop_btn", gr.Button("Stop", variant="stop", interactive=False, elem_id="stop"))
+                tab.add("replay_btn", gr.Button("Replay race", interactive=False, elem_id="replay"))
+    tab.add("error", gr.HTML(elem_id="page-error"))
+
+
+def _panes(tab: Section, start: dict, k: int) -> None:
+    tab.add("badge", gr.HTML(start["badge"], elem_id="badge"))
+    tab.add("explain", gr.HTML(start["explain"], elem_id="explain"))
+    with gr.Row(equal_height=False):
+        for name, elem_id in (("pane_b", "baseline-pane"), ("pane_s", "speculative-pane")):
+            with gr.Column(min_width=320):
+                tab.add(name, gr.HTML(start[name], elem_id=elem_id))
+                if name == "pane_s":
+                    tab.add("legend", gr.HTML(views.legend_html(k), elem_id="legend"))
+
+
+def _stats(tab: Section, start: dict) -> None:
+    tab.add("summary", gr.DataFrame(start["summary"], label="This run", interactive=False, elem_id="summary"))
+    with gr.Row():
+        for name, label, elem_id in (("fig_rate", "tokens/s", "chart-rate"),
+                                     ("fig_accept", "acceptance", "chart-acceptance"),
+                                     ("fig_mem", "memory", "chart-memory")):
+            tab.add(name, gr.Plot(start[name], label=label, elem_id=elem_id))
+    with gr.Accordion("Session history", open=True):
+        tab.add("history_df", gr.DataFrame(history_table([]), interactive=False, elem_id="history"))
+        tab.add("history_file", gr.DownloadButton("Download history (CSV)", value=None, size="sm",
+                                                  elem_id="history-csv"))
+    with gr.Accordion("Raw result (JSON)", open=False):
+        tab.add("result", gr.JSON(elem_id="result"))
+
+
+def status_update(manager: PairManager, status: ManagerStatus, preset: Preset) -> dict:
+    """This tab's part of a status redraw: Run enabled only when ready, and what depends on the preset."""
+    lines = serve_commands(preset, manager.hardware)
+    token_mode = preset.prompt_input == "token_ids"
+    return {
+        "run_btn": gr.update(interactive=status.state == "ready"),
+        "serve_b": lines[BASELINE], "serve_s": lines[SPECULATIVE],
+        "max_tokens": gr.update(maximum=max_tokens_limit(preset)),
+        "legend": views.legend_html(preset.num_speculative_tokens),
+        "prompt": gr.update(placeholder="token ids, e.g. 1000, 1001, 1002" if token_mode else "Type a prompt"),
+    }
+
+
+def wire_compare(tab: Section, place: RunPlace) -> None:
+    """Run (queued with the switches: one holder of the engines at a time), its replay, Stop, the examples."""
+    tab.add("history", gr.State([]))
+    tab.add("live", gr.State(None))  # the last run, for its replay
+
+    def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
+        for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history,
+                                     session_id(request)):
+            yield tab.out(values)
+
+    def replay(live):
+        for values in replay_run(place.manager, live):
+            yield tab.out(values)
+
+    replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "replay_btn"))
+    tab["run_btn"].click(
+        run, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
+        outputs=tab.list(RUN_OUTPUTS), api_name="run", concurrency_limit=1, concurrency_id="engines",
+        # "full": a waiting visitor sees "queue: 2/5 | 3.1s" on the badge until the run starts ("minimal"
+        # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
+        show_progress="full", show_progress_on=[tab["badge"]],
+    ).then(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
+           show_progress="hidden")
+    tab["replay_btn"].click(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private",
+                            concurrency_limit=None, show_progress="hidden")
+
+    def stop(request: gr.Request):
+        place.registry.cancel(session_id(request))
+        return gr.update(interactive=False)
+
+    # not queued: Stop must work when the queue is full of waiting runs
+    tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
+    for kind in EXAMPLES:
+        tab[f"ex_{kind}"].click(
+            lambda kind=kind: (TOKEN_EXAMPLES if place.manager.preset.prompt_input == "token_ids" else EXAMPLES)[kind],
+            outputs=tab["prompt"], queue=False, api_visibility="private")

@@ -1,0 +1,105 @@
+"""The page's options: command line < config file < environment, and what they mean (the presets offered,
+the operator's PageSettings). Which presets the page offers is the operator's choice (--presets or a
+--config file), never the user's. Light: no Gradio, vLLM or torch imported here (`--help` is instant)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from specplay.page.settings import PageSettings
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Speculative decoding playground: one prompt, a baseline and a speculative vLLM engine "
+                    "side by side, with an identity check and live charts.")
+    parser.add_argument("--presets", metavar="NAME[,NAME...]",
+                        help="presets the page offers (default: every preset runnable on this machine "
+                             "without the hub)")
+    parser.add_argument("--preset", metavar="NAME", help="preset loaded at start (default: smollm2-ngram)")
+    parser.add_argument("--config", metavar="FILE",
+                        help="YAML file with any of these options as keys (presets, preset, host, port, share, "
+                             "auth); command-line flags win")
+    parser.add_argument("--host", help="address to listen on (default: 127.0.0.1; 0.0.0.0 for all)")
+    parser.add_argument("--port", type=int, help="port (default: 7860)")
+    parser.add_argument("--share", action="store_true", default=None, help="also open a public gradio.live link")
+    parser.add_argument("--auth", metavar="USER:PASS",
+                        help="require this login (or set PLAYGROUND_AUTH=USER:PASS)")
+    parser.add_argument("--allow-switching", dest="allow_switching", action="store_true", default=None,
+                        help="let visitors switch presets (default: yes on 127.0.0.1, no when served to others)")
+    parser.add_argument("--no-switching", dest="allow_switching", action="store_false",
+                        help="visitors can't switch presets: the page keeps the one the operator loaded")
+    parser.add_argument("--max-run-seconds", type=float, help="stop a run after this long (default: 300)")
+    parser.add_argument("--queue-size", type=int, help="runs and switches that may wait (default: 32)")
+    return parser.parse_args(argv)
+
+
+DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
+            "allow_switching": None, "max_run_seconds": 300.0, "queue_size": 32}
+
+
+def resolve_options(args: argparse.Namespace) -> dict:
+    """Defaults < config file < environment (auth) < command line."""
+    options = dict(DEFAULTS)
+    if args.config:
+        import yaml
+
+        with open(args.config) as f:
+            config = yaml.safe_load(f) or {}
+        if not isinstance(config, dict) or set(config) - set(DEFAULTS):
+            raise SystemExit(f"{args.config}: expected a mapping with keys from {sorted(DEFAULTS)}")
+        options.update(config)
+    if os.environ.get("PLAYGROUND_AUTH"):
+        options["auth"] = os.environ["PLAYGROUND_AUTH"]
+    options.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
+    if isinstance(options["presets"], str):
+        options["presets"] = [n.strip() for n in options["presets"].split(",") if n.strip()]
+    if options["auth"] is not None:
+        user, sep, password = str(options["auth"]).partition(":")
+        if not (sep and user and password):
+            raise SystemExit("--auth / PLAYGROUND_AUTH must look like USER:PASS")
+        options["auth"] = (user, password)
+    return options
+
+
+def offered_presets(options: dict):
+    """(presets the page offers, initial preset name); an unknown or unrunnable name stops the app."""
+    from specplay.core.hardware import detect
+    from specplay.presets.catalog import DEFAULT_PRESET, PresetError, availability, get_preset, load_presets
+
+    hardware = detect()
+    every = load_presets()
+    try:
+        if options["presets"]:
+            chosen = {name: get_preset(name, every) for name in options["presets"]}
+        else:
+            # by default only what runs without downloading: offered presets should load
+            chosen = {n: p for n, p in every.items()
+                      if (a := availability(p, hardware)).runnable and not a.needs_hub}
+        initial = options["preset"] or (DEFAULT_PRESET if DEFAULT_PRESET in chosen else next(iter(chosen), None))
+        if initial is None:
+            raise PresetError("no preset can run on this machine")
+        if initial not in chosen:
+            chosen[initial] = get_preset(initial, every)
+    except PresetError as exc:
+        raise SystemExit(f"app.py: {exc}") from None
+    status = {n: availability(p, hardware) for n, p in chosen.items()}
+    if not status[initial].runnable:
+        raise SystemExit(f"app.py: preset {initial} can't run here: {status[initial].reason}")
+    for name, why in status.items():
+        if not why.runnable:
+            print(f"app.py: not offering {name}: {why.reason}", file=sys.stderr)
+    return {n: p for n, p in chosen.items() if status[n].runnable}, initial, hardware
+
+
+def settings_from_options(options: dict) -> PageSettings:
+    """The operator's PageSettings; switching presets is for visitors only on a page served to this machine."""
+    public = bool(options["share"]) or options["host"] not in ("127.0.0.1", "localhost", "::1")
+    allow = options["allow_switching"] if options["allow_switching"] is not None else not public
+    if options["share"] and not options["auth"]:
+        print("app.py: warning: --share without --auth puts the page and its engines on a public link that "
+              "anyone can use; set --auth USER:PASS (or PLAYGROUND_AUTH)", file=sys.stderr)
+    return PageSettings(allow_switching=bool(allow), max_run_seconds=float(options["max_run_seconds"]),
+                        queue_size=int(options["queue_size"]))

@@ -1,0 +1,58 @@
+"""Serve the playground page: `serve()` runs it until Ctrl-C or SIGTERM, `main()` is the entry point
+(`python app.py`, or a console script `specplay.page.server:main`). The page is up at once; the engines
+load behind it. Gradio and vLLM are imported only once the options are good: `--help` stays instant, and
+vLLM's engine processes, which re-import the main module, don't load them twice."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+from specplay.page import options as page_options
+from specplay.page.process import adopt_orphans, end_children, exit_now
+
+
+def serve(argv=None) -> None:
+    """Parse the options, start loading the initial preset and serve the page; on the way out (Ctrl-C,
+    SIGTERM, an error) shut both engines down and end every process this one started."""
+    options = page_options.resolve_options(page_options.parse_args(argv))
+    presets, initial, hardware = page_options.offered_presets(options)
+    settings = page_options.settings_from_options(options)
+    from specplay.core.paths import configure_cache_env
+
+    configure_cache_env()  # before Gradio is imported: its temp files go into the project's cache too
+    from specplay.page import ui
+    from specplay.page.health import health_route
+    from specplay.page.manager import PairManager
+
+    manager = PairManager(presets, initial, hardware)
+    adopt_orphans()
+    # SIGTERM (service managers, test fixtures) takes the same way out as Ctrl-C: engines shut down. Installed
+    # before loading starts, so a stop during loading shuts the loading engines down too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        manager.load(initial)  # background thread: the page serves while the engines load
+        demo = ui.build_page(manager, settings)
+        # GET /health (page/health.py) is part of the app from its first request on
+        ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
+                  queue_size=settings.queue_size, app_kwargs={"routes": [health_route(manager)]})
+    finally:
+        t0 = time.monotonic()
+        print("stopping: shutting both engines down", file=sys.stderr, flush=True)
+        manager.shutdown()
+        end_children()
+        print(f"stopped in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+
+
+def main(argv=None) -> None:
+    """Serve, then end the process at once with serve's exit status (see `exit_now`)."""
+    try:
+        serve(sys.argv[1:] if argv is None else argv)
+    except SystemExit as stop:  # SIGTERM, or a refused option (its message printed as Python would)
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+        exit_now(stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1)
+    except KeyboardInterrupt:
+        exit_now(130)
+    exit_now(0)
