@@ -99,6 +99,10 @@ def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int) -> None:
     _check_ref(source, "target.model", f.target.model)
     _check_speculative_config(source, spec, f.target.tensor_parallel_size)
     facts = facts_for(spec)
+    config = local_config(f.target.model) if facts.draft == "inside" else None
+    if config is not None and not (config.get("num_nextn_predict_layers") or config.get("mtp_num_hidden_layers")):
+        _fail(source, "target.model", f"a target whose config.json has MTP layers (num_nextn_predict_layers) "
+              f"for method '{spec['method']}'", f.target.model)
     if facts.gpu_only and f.device != "gpu":
         _fail(source, "device", f"'gpu' (method '{spec['method']}' runs on a GPU only)", f.device)
     if f.model_runner == "v2" and facts.v2 == V2_UNSUPPORTED:

@@ -214,7 +214,7 @@ def test_cli_presets_lists_method_k_and_where_it_runs():
     out = _cli("presets")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    row = next(line for line in lines if line.startswith("smollm2-ngram"))
+    row = next(line for line in lines if line.startswith("smollm2-ngram "))
     assert "ngram" in row and " 4 " in row and "yes: offline model" in row
     row = next(line for line in lines if line.startswith("llama31-8b-eagle3 "))
     assert "eagle3" in row and "no: needs 1 GPU" in row
@@ -224,8 +224,9 @@ def test_cli_presets_lists_method_k_and_where_it_runs():
 def test_cli_serve_cmd_and_unknown_preset():
     out = _cli("serve-cmd", "--preset", "llama31-8b-draft-1b-k5")
     assert out.returncode == 0
-    lines = [line for line in out.stdout.splitlines() if line.startswith("vllm serve")]
+    lines = [line for line in out.stdout.splitlines() if "vllm serve" in line]
     assert len(lines) == 2 and "--speculative-config" not in lines[0]
+    assert lines[0].startswith("vllm serve") and lines[1].startswith("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve")
     config = json.loads(shlex.split(lines[1])[shlex.split(lines[1]).index("--speculative-config") + 1])
     assert config == {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 5}
     bad = _cli("serve-cmd", "--preset", "no-such-preset")
