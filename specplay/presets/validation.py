@@ -25,21 +25,26 @@ def _check_ref(source: Path, field: str, ref: str) -> None:
         _fail(source, field, problem, ref)
 
 
-def _check_vllm_keys(source: Path, spec: dict) -> None:
+def _check_vllm_keys(source: Path, spec) -> None:
     """Every key must be a SpeculativeConfig field of the installed vLLM (skipped where vLLM isn't
-    importable: the engine would say so anyway)."""
+    importable: the engine would say so anyway). Run before the schema, so a misspelt key is named
+    rather than the required one it misses."""
     probe = speculative_probe()
-    if probe is None:
+    if probe is None or not isinstance(spec, dict):
         return
     for key in spec:
         if key not in probe.fields:
-            close = difflib.get_close_matches(key, sorted(probe.fields), n=3)
+            close = difflib.get_close_matches(str(key), sorted(probe.fields), n=3)
             hint = f" (close matches: {', '.join(close)})" if close else ""
             raise PresetError(f"{source.name}: field 'speculative_config.{key}': expected a field of the installed "
                               f"vLLM's SpeculativeConfig{hint}, got unknown key {key!r}")
-    if spec["method"] not in probe.methods:
+
+
+def _check_vllm_method(source: Path, method: str) -> None:
+    probe = speculative_probe()
+    if probe is not None and method not in probe.methods:
         _fail(source, "speculative_config.method", "a method the installed vLLM has "
-              f"({', '.join(sorted(probe.methods))})", spec["method"])
+              f"({', '.join(sorted(probe.methods))})", method)
 
 
 def _check_draft(source: Path, spec: dict, facts, tp: int) -> None:
@@ -78,7 +83,7 @@ def _check_speculative_config(source: Path, spec: dict, tp: int) -> None:
                 and all(a >= b for a, b in zip(rates, rates[1:]))):
             _fail(source, "speculative_config.synthetic_acceptance_rates",
                   f"{k} non-increasing probabilities, one per draft position", rates)
-    _check_vllm_keys(source, spec)
+    _check_vllm_method(source, spec["method"])
 
 
 def _check_memory(source: Path, f: PresetFile, gpus: int) -> None:
@@ -118,6 +123,8 @@ def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int) -> None:
 
 def validate(data, source: Path) -> Preset:
     """A preset from a YAML file's data; PresetError naming file, field and expectation."""
+    if isinstance(data, dict):
+        _check_vllm_keys(source, data.get("speculative_config"))
     f = parse(data, source)
     spec = dict(data["speculative_config"])  # vLLM's keys verbatim, as written
     gpus = f.gpus if f.gpus is not None else f.target.tensor_parallel_size
