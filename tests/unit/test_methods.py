@@ -104,3 +104,14 @@ def test_the_probe_is_none_without_vllm(monkeypatch):
         assert probes.speculative_probe() is None and probes.speculative_methods() is None
     finally:
         probes.speculative_probe.cache_clear()
+
+
+def test_one_vocab_size_for_token_id_prompts(monkeypatch):
+    from specplay.presets import models
+
+    presets = load_presets()
+    assert models.target_vocab_size(presets["dummy-llama8b-eagle-k3"]) == 128256
+    assert models.target_vocab_size(presets["dummy-mimo7b-mtp-k1"]) == 151680
+    monkeypatch.setattr(models, "cached_hub_config", lambda repo_id: None)  # a hub model not downloaded
+    assert models.target_vocab_size(presets["llama31-8b-eagle"]) is None
+    assert models.target_vocab_size(presets["llama31-8b-eagle"], 128256) == 128256
