@@ -42,6 +42,11 @@ def test_schema_json_is_current():
         "regenerate it: python -m specplay.presets.schema")
 
 
+def test_every_shipped_preset_names_the_schema_for_editors():
+    for path in sorted(PRESETS_DIR.glob("*.yaml")):
+        assert path.read_text().startswith("# yaml-language-server: $schema=../schema.json\n"), path.name
+
+
 def test_every_shipped_preset_validates_against_schema_json():
     jsonschema = pytest.importorskip("jsonschema")
     published = json.loads(schema.SCHEMA_FILE.read_text())
