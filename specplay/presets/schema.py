@@ -147,25 +147,25 @@ _TYPE_WORDS = {"int_type": "an int", "int_parsing": "an int", "int_from_float": 
 
 
 def _field_info(loc: tuple):
-    """(pydantic FieldInfo, the model holding it) for an error's location, walking the nested sections."""
+    """The pydantic FieldInfo at an error's location, walking the nested sections; None off the schema."""
     model, info = PresetFile, None
     for part in loc:
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
-            return None, model
+            return None
         info = model.model_fields[part]
-        holder, model = model, info.annotation
-    return info, holder
+        model = info.annotation
+    return info
 
 
 def _message(source: Path, error: dict) -> str:
     loc = tuple(p for p in error["loc"] if isinstance(p, str))
     field, kind, got = ".".join(loc), error["type"], error.get("input")
-    info, holder = _field_info(loc)
+    info = _field_info(loc)
     described = info.description if info is not None and info.description else None
     if kind == "missing":
         expected, got_text = f"{described or 'a value'} (required)", "nothing"
     elif kind == "extra_forbidden":
-        parent = _field_info(loc[:-1])[0] if loc[:-1] else None
+        parent = _field_info(loc[:-1]) if loc[:-1] else None
         fields = (parent.annotation if parent is not None else PresetFile).model_fields
         expected, got_text = f"one of the known fields ({', '.join(fields)})", "unknown field"
     elif kind == "literal_error":

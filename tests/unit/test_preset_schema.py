@@ -207,3 +207,16 @@ def test_new_presets_load_with_notes_and_a_gpu_sentence():
     assert presets["qwen25-7b-pard-05b"].draft_model == "amd/PARD-Qwen2.5-0.5B"
     assert presets["dummy-mimo7b-mtp-k1"].draft_model is None
     assert presets["smollm2-ngram-gpu"].device == "gpu" and presets["smollm2-suffix"].device == "any"
+
+
+@pytest.mark.parametrize("edit, field, expected", [
+    (lambda d: d["memory"].update(baseline_gpu_memory_utilization=0.95), "memory.baseline_gpu_memory_utilization",
+     "a fraction of the GPU from 0.05 to 0.9, got 0.95"),
+    (lambda d: d["memory"].update(cpu_kvcache_space_gib=True), "memory.cpu_kvcache_space_gib", "an int, got True"),
+    (lambda d: d["pays_off"].update(tpu="x"), "pays_off.tpu", "one of the known fields (cpu, gpu)"),
+    (lambda d: d.update(target="bundled:x"), "target", "a mapping"),
+    (lambda d: d["target"].update(max_model_len=32), "target.max_model_len", "an integer from 64 to 131072"),
+])
+def test_schema_errors_in_the_playgrounds_words(tmp_path, edit, field, expected):
+    message = _error(tmp_path, "smollm2-ngram", edit)
+    assert f"field '{field}'" in message and expected in message, message
