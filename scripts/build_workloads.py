@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Build the bench lab's prompt files, workloads/<name>.jsonl, from data that installs from PyPI.
+"""Build the bench lab's prompt files, specplay/bench/data/<name>.jsonl, from data that installs from PyPI.
 
-    python scripts/build_workloads.py            # writes workloads/*.jsonl and workloads/SOURCES.md
+    python scripts/build_workloads.py            # writes specplay/bench/data/*.jsonl and SOURCES.md
     python scripts/build_workloads.py --check    # rebuilds in memory, fails if the committed files differ
 
 It installs nothing. It needs, in the Python that runs it (a scratch venv is enough, e.g. /tmp/wl-venv):
@@ -37,7 +37,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT_DIR = ROOT / "workloads"
+OUT_DIR = ROOT / "specplay" / "bench" / "data"
 PER_WORKLOAD = 40
 MAX_PROMPT_CHARS = 1500  # keep in step with playground.workloads.MAX_PROMPT_CHARS
 
@@ -387,7 +387,7 @@ def _build(infos: dict) -> tuple[dict[str, str], str]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default: workloads/)")
+    p.add_argument("--out", type=Path, default=OUT_DIR, help="output folder (default: specplay/bench/data/)")
     p.add_argument("--check", action="store_true", help="compare with the files in --out instead of writing")
     p.add_argument("--allow-other-versions", action="store_true",
                    help="build from whatever versions are installed (the files will differ)")

@@ -19,8 +19,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from specplay.core.units import GIB  # noqa: E402  (after the path: the checkout's specplay)
+
 GOAL = 0.15
-GIB = 1024 ** 3
 
 
 def planned_total_bytes(row, device: str) -> int | None:

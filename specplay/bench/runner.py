@@ -15,10 +15,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
-import json
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
 from specplay.run import metrics
@@ -27,7 +25,8 @@ from specplay.bench.passes import measured_prediction, preset_draft_passes
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.stats import LINEAR, percentile
 from specplay.core.trace import pooled_decode_rate
-from specplay.presets.catalog import Preset, engine_settings, resolve_model
+from specplay.presets.catalog import Preset, engine_settings
+from specplay.presets.models import target_vocab_size
 from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, token_id_prompts
 
 TOKEN_IDS = "token-ids"  # the workload of presets without a tokenizer (dummy weights)
@@ -185,7 +184,7 @@ def load_prompts(settings: BenchSettings, preset: Preset) -> dict[str, list]:
     """{workload name: its first n prompts}. Presets without a tokenizer get repeatable token ids."""
     if preset.prompt_input == "token_ids":
         if not settings.workloads:
-            return {TOKEN_IDS: token_id_prompts(settings.n, TOKEN_ID_PROMPT_LENGTH, _vocab_size(preset))}
+            return {TOKEN_IDS: token_id_prompts(settings.n, TOKEN_ID_PROMPT_LENGTH, target_vocab_size(preset, 128256))}
         named = [w for w in settings.workloads if w in WORKLOADS]
         if named:
             raise BenchError(f"{preset.name} has no tokenizer (dummy weights): text workloads ({', '.join(named)}) "
@@ -203,14 +202,6 @@ def load_prompts(settings: BenchSettings, preset: Preset) -> dict[str, list]:
             raise BenchError(f"{name_or_path}: {preset.name} has no tokenizer: every line needs prompt_token_ids")
         out[name] = prompts
     return out
-
-
-def _vocab_size(preset: Preset) -> int:
-    try:
-        config = json.loads((Path(resolve_model(preset.target["model"])) / "config.json").read_text())
-        return int(config["vocab_size"])
-    except (OSError, KeyError, ValueError, TypeError):
-        return 128256  # Llama 3's: what the dummy presets are shaped like
 
 
 # -- figures of a batch -------------------------------------------------------------------------------------

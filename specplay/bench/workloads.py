@@ -1,6 +1,6 @@
-"""Prompt workloads for benchmarks: the shipped files in workloads/, a user's own JSONL, or token ids.
+"""Prompt workloads for benchmarks: the shipped files in specplay/bench/data/, a user's own JSONL, or token ids.
 
-Shipped workloads (built by scripts/build_workloads.py, sources in workloads/SOURCES.md):
+Shipped workloads (built by scripts/build_workloads.py, sources in specplay/bench/data/SOURCES.md):
   code           HumanEval: "Complete this Python function:" + signature and docstring
   chat           MT-Bench first-turn questions
   conversations  ShareGPT opening turns
@@ -22,9 +22,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specplay.core.paths import PROJECT_ROOT
+from specplay.core.paths import WORKLOADS_DIR
 
-WORKLOADS_DIR = PROJECT_ROOT / "workloads"
 WORKLOADS = {name: WORKLOADS_DIR / f"{name}.jsonl"
              for name in ("code", "chat", "conversations", "rewrite", "summarize", "qa")}
 # Shipped prompts stay under this many characters: with 256 output tokens they fit max_model_len 2048.

@@ -11,7 +11,10 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # installed package keeps it in the user's cache folder.
 PROJECT_ROOT = PACKAGE_DIR.parent
 _CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file() and (PROJECT_ROOT / "app.py").is_file()
-PRESETS_DIR = PROJECT_ROOT / "presets"
+# Package data, so an installed wheel carries them (pyproject.toml's package-data).
+PRESETS_DIR = PACKAGE_DIR / "presets" / "data"
+BUNDLED_MODELS_DIR = PRESETS_DIR / "models"  # config-only models for load_format: dummy (`bundled:NAME`)
+WORKLOADS_DIR = PACKAGE_DIR / "bench" / "data"
 # Everything the playground writes (converted models, vLLM and torch compile caches) lives here, so a
 # second start is warm and `rm -rf .cache` is a full reset. PLAYGROUND_CACHE moves it (e.g. a Space's /data).
 _DEFAULT_CACHE = PROJECT_ROOT / ".cache" if _CHECKOUT else Path.home() / ".cache" / "specplay"

@@ -149,6 +149,8 @@ class Engine:
         self.max_model_len: int = int(settings.engine_args.get("max_model_len") or 0)
         # whether vLLM reports this engine's acceptance per request (set at start; speculative engines only)
         self.per_request_metrics: bool = False
+        # "v1" | "v2" as vLLM decided at start, inside the engine's environment (None: this vLLM doesn't say)
+        self.model_runner: str | None = None
 
     async def start(self) -> None:
         from vllm import AsyncEngineArgs
@@ -174,6 +176,9 @@ class Engine:
             with _environment(self.settings.env):
                 args = AsyncEngineArgs(**engine_args)
                 self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[factory])
+                # vLLM reads VLLM_USE_V2_MODEL_RUNNER lazily: once the environment is restored the config's
+                # property may answer otherwise, so keep what it says now.
+                self.model_runner = _model_runner(getattr(self._llm, "vllm_config", None))
         except Exception as exc:
             raise EngineStartError(f"{self.role} engine failed to start: {type(exc).__name__}: {exc}") from exc
         self.pids = sorted(_child_pids() - before)
@@ -194,7 +199,7 @@ class Engine:
         spec = config.speculative_config
         return {
             "async_scheduling": bool(getattr(config.scheduler_config, "async_scheduling", False)),
-            "model_runner": _model_runner(config),
+            "model_runner": self.model_runner,
             "dtype": str(config.model_config.dtype).removeprefix("torch."),
             "method": getattr(spec, "method", None) if spec is not None else None,
             "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else None,

@@ -4,11 +4,10 @@ No Gradio here (the page and its tests both use it)."""
 
 from __future__ import annotations
 
-import json
-import os
 
 from specplay.core.events import GenerationRequest
-from specplay.presets.catalog import Preset, resolve_model
+from specplay.presets.catalog import Preset
+from specplay.presets.models import target_vocab_size as _vocab_size  # None for an uncached hub model
 
 MAX_PROMPT_CHARS = 20_000
 MAX_TOKEN_IDS = 8_192
@@ -40,15 +39,6 @@ class InputError(ValueError):
 # -- inputs ------------------------------------------------------------------------------------------------
 def max_tokens_limit(preset: Preset) -> int:
     return max(1, preset.target["max_model_len"] // 2)
-
-
-def _vocab_size(preset: Preset) -> int | None:
-    try:
-        with open(os.path.join(resolve_model(preset.target["model"]), "config.json")) as f:
-            config = json.load(f)
-        return int(config["vocab_size"])
-    except Exception:  # a hub model we haven't downloaded: the engine checks the ids
-        return None
 
 
 def parse_token_ids(text: str, vocab_size: int | None) -> tuple[int, ...]:

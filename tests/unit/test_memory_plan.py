@@ -13,11 +13,12 @@ import pytest
 from specplay.plan import memory as mp
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.core.hardware import Hardware
+from specplay.core.paths import BUNDLED_MODELS_DIR
 from specplay.plan.memory import GIB, MachineMemory, count_eagle_head, count_parameters, kv_bytes_per_token
 from specplay.presets.catalog import get_preset, validate
 
 REPO = Path(__file__).resolve().parents[2]
-MODELS = REPO / "presets" / "models"
+MODELS = BUNDLED_MODELS_DIR
 H200 = MachineMemory.gpu(139.8, 139.3, name="H200")
 GPU1 = Hardware(1, "H200", (0, 1))
 CPU = Hardware(0, None, (0, 1))
@@ -122,7 +123,7 @@ def test_an_ngram_presets_speculative_weights_are_the_baselines():
     assert len(spec.parts) == 1 and spec.weight_bytes == base.weight_bytes
     assert spec.kv_bytes_per_token == base.kv_bytes_per_token == 80 * 8 * 128 * 2 * 2 // 2  # TP 2
     assert not p.engines_share_gpus and (base.gpus, spec.gpus) == ([0, 1], [2, 3]) and p.fits
-    assert "same architecture" in base.parts[0].origin  # the hub config stands in from presets/models
+    assert "same architecture" in base.parts[0].origin  # the hub config stands in from the bundled models
 
 
 def test_a_draft_on_one_gpu_under_a_tp2_target_lands_on_rank_0():
@@ -135,7 +136,7 @@ def test_a_draft_on_one_gpu_under_a_tp2_target_lands_on_rank_0():
 
 def test_a_70b_target_on_one_small_gpu_is_refused_with_the_numbers():
     data = {"name": "made-up-70b", "description": "70B on one GPU", "guide_section": "test", "device": "gpu", "pays_off": {"gpu": "test"},
-            "target": {"model": "repo:presets/models/llama-3.1-70b-shaped", "dtype": "bfloat16", "max_model_len": 8192},
+            "target": {"model": "bundled:llama-3.1-70b-shaped", "dtype": "bfloat16", "max_model_len": 8192},
             "speculative_config": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1,
                                    "prompt_lookup_max": 4},
             "memory": {"baseline_gpu_memory_utilization": 0.45, "speculative_gpu_memory_utilization": 0.45,
@@ -156,7 +157,7 @@ def test_reservations_beyond_the_free_memory_are_refused():
 
 def test_a_kv_space_smaller_than_one_sequence_is_refused():
     data = {"name": "long", "description": "8B at 128k", "guide_section": "test", "device": "gpu", "pays_off": {"gpu": "test"},
-            "target": {"model": "repo:presets/models/llama-3.1-8b-shaped", "dtype": "bfloat16", "max_model_len": 131072},
+            "target": {"model": "bundled:llama-3.1-8b-shaped", "dtype": "bfloat16", "max_model_len": 131072},
             "speculative_config": {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1,
                                    "prompt_lookup_max": 4},
             "memory": {"baseline_gpu_memory_utilization": 0.3, "speculative_gpu_memory_utilization": 0.3,

@@ -11,6 +11,7 @@ import yaml
 
 from specplay.presets import offline_model
 from specplay.core.hardware import Hardware, split_cores
+from specplay.core.paths import PRESETS_DIR
 from specplay.presets.catalog import (
     CPU_ENV, PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
 )
@@ -115,7 +116,7 @@ def test_gpu_engines_split_the_card():
     total = baseline.engine_args["gpu_memory_utilization"] + speculative.engine_args["gpu_memory_utilization"]
     assert total <= 0.92
     assert "speculative_config" not in baseline.engine_args
-    assert speculative.engine_args["speculative_config"]["model"].endswith("presets/models/eagle-llama3-8b-head")
+    assert speculative.engine_args["speculative_config"]["model"].endswith("presets/data/models/eagle-llama3-8b-head")
 
 
 def test_smollm2_presets_run_bfloat16_on_a_gpu_and_float32_on_the_cpu():
@@ -142,7 +143,7 @@ def _write(tmp_path, name, data):
 
 
 def _good():
-    return yaml.safe_load((REPO / "presets" / "smollm2-ngram.yaml").read_text())
+    return yaml.safe_load((PRESETS_DIR / "smollm2-ngram.yaml").read_text())
 
 
 @pytest.mark.parametrize("edit, field, expected", [
@@ -172,7 +173,7 @@ def test_broken_preset_names_file_field_and_expectation(tmp_path, edit, field, e
 
 
 def test_draft_tensor_parallel_size_must_be_one_or_the_targets(tmp_path):
-    data = yaml.safe_load((REPO / "presets" / "llama31-70b-tp2-draft-8b.yaml").read_text())
+    data = yaml.safe_load((PRESETS_DIR / "llama31-70b-tp2-draft-8b.yaml").read_text())
     data["speculative_config"]["draft_tensor_parallel_size"] = 3
     with pytest.raises(PresetError, match=r"draft_tensor_parallel_size.*1 or the target's tensor_parallel_size \(2\)"):
         load_file(_write(tmp_path, "llama31-70b-tp2-draft-8b", data))
@@ -213,7 +214,7 @@ def test_cli_presets_lists_method_k_and_where_it_runs():
     out = _cli("presets")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    row = next(line for line in lines if line.startswith("smollm2-ngram"))
+    row = next(line for line in lines if line.startswith("smollm2-ngram "))
     assert "ngram" in row and " 4 " in row and "yes: offline model" in row
     row = next(line for line in lines if line.startswith("llama31-8b-eagle3 "))
     assert "eagle3" in row and "no: needs 1 GPU" in row
@@ -223,8 +224,9 @@ def test_cli_presets_lists_method_k_and_where_it_runs():
 def test_cli_serve_cmd_and_unknown_preset():
     out = _cli("serve-cmd", "--preset", "llama31-8b-draft-1b-k5")
     assert out.returncode == 0
-    lines = [line for line in out.stdout.splitlines() if line.startswith("vllm serve")]
+    lines = [line for line in out.stdout.splitlines() if "vllm serve" in line]
     assert len(lines) == 2 and "--speculative-config" not in lines[0]
+    assert lines[0].startswith("vllm serve") and lines[1].startswith("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve")
     config = json.loads(shlex.split(lines[1])[shlex.split(lines[1]).index("--speculative-config") + 1])
     assert config == {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 5}
     bad = _cli("serve-cmd", "--preset", "no-such-preset")

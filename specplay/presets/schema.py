@@ -1,0 +1,200 @@
+"""The preset schema (pydantic v2, unknown fields refused) and the rules that span fields. Every error is a
+PresetError naming the file, the field and what was expected. `python -m specplay.presets.schema` writes
+specplay/presets/schema.json (JSON Schema, for editors that validate YAML); a test keeps it current.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from specplay.presets.methods import METHODS, MethodFacts, facts_for
+
+SCHEMA_FILE = Path(__file__).resolve().parent / "schema.json"
+Dtype = Literal["auto", "float32", "float16", "bfloat16"]
+ModelRunner = Literal["auto", "v1", "v2"]
+
+
+class PresetError(ValueError):
+    """A preset is missing, malformed or unknown; the message names the file, field and expectation."""
+
+
+class _Section(BaseModel):
+    """A typed part of a preset; also readable as a mapping (`target["model"]`, `.get`) for older callers."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    def __getitem__(self, key: str):
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default=None):
+        value = getattr(self, key, None) if key in type(self).model_fields else None
+        return default if value is None else value
+
+
+class Target(_Section):
+    model: str = Field(description="a hub id 'org/name', 'offline:NAME', 'bundled:NAME' or 'repo:PATH'")
+    dtype: Dtype
+    max_model_len: int = Field(ge=64, le=131072, description="an integer from 64 to 131072")
+    tensor_parallel_size: int = Field(1, ge=1, description="1 or more")
+    load_format: Literal["auto", "safetensors", "dummy"] = "auto"
+    quantization: str | None = None
+    enforce_eager: bool = False
+    gpu_dtype: Dtype | None = Field(None, description="the dtype on a GPU, where it differs from dtype")
+
+
+_UTIL = "a fraction of the GPU from 0.05 to 0.9"
+
+
+class Memory(_Section):
+    baseline_gpu_memory_utilization: float = Field(ge=0.05, le=0.9, description=_UTIL)
+    speculative_gpu_memory_utilization: float = Field(ge=0.05, le=0.9, description=_UTIL)
+    cpu_kvcache_space_gib: int = Field(ge=1, le=64, description="1 to 64 GiB")
+
+
+class PaysOff(_Section):
+    cpu: str | None = Field(None, description="a sentence for the CPU (required when device is 'any')")
+    gpu: str = Field(description="one sentence: where this preset is expected to pay on a GPU")
+
+
+class SpeculativeSection(BaseModel):
+    """The keys the playground reads; every other key goes to vLLM verbatim (checked against the installed
+    vLLM's SpeculativeConfig when the preset loads)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    method: Literal[tuple(sorted(METHODS))]  # type: ignore[valid-type]
+    num_speculative_tokens: int = Field(ge=1, le=16, description="an integer from 1 to 16")
+    model: str | None = Field(None, description="the draft model or head (not for n-gram, suffix, MTP)")
+    parallel_drafting: bool = False
+    draft_tensor_parallel_size: int | None = Field(None, ge=1, description="1 or the target's tensor_parallel_size")
+    prompt_lookup_min: int | None = Field(None, ge=1)
+    prompt_lookup_max: int | None = Field(None, ge=1)
+    rejection_sample_method: str | None = None
+    synthetic_acceptance_rates: list[float] | None = None
+
+
+class PresetFile(BaseModel):
+    """One preset YAML file."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, title="Speculative Decoding Playground preset")
+    name: str = Field(description="the file name without .yaml")
+    description: str
+    guide_section: str
+    notes: str | None = None
+    device: Literal["any", "gpu"] = Field(description="'any' (CPU or GPU) or 'gpu'")
+    gpus: int | None = Field(None, ge=1, description="GPUs the pair needs (default: tensor_parallel_size)")
+    target: Target
+    speculative_config: SpeculativeSection
+    memory: Memory
+    model_runner: ModelRunner = Field("auto", description="the speculative engine's vLLM model runner: "
+                                      "VLLM_USE_V2_MODEL_RUNNER=0 (v1), =1 (v2), or vLLM's choice (auto)")
+    prompt_input: Literal["text", "token_ids"] = "text"
+    default_max_tokens: int = Field(128, ge=1, description="1 to half of max_model_len")
+    ignore_eos: bool = False
+    pays_off: PaysOff
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    guide_section: str
+    notes: str
+    device: str  # "any" (CPU or GPU) | "gpu"
+    gpus: int
+    target: Target
+    speculative_config: dict  # passed to vLLM verbatim
+    memory: Memory
+    prompt_input: str  # "text" | "token_ids"
+    default_max_tokens: int
+    ignore_eos: bool
+    source: Path
+    pays_off: PaysOff  # where this preset is expected to pay, per device, in one sentence
+    model_runner: str = "auto"  # the speculative engine's: "v1" | "v2" | "auto"
+
+    @property
+    def method(self) -> str:
+        return self.speculative_config["method"]
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        return int(self.speculative_config["num_speculative_tokens"])
+
+    @property
+    def draft_model(self) -> str | None:
+        return self.speculative_config.get("model")
+
+    @property
+    def facts(self) -> MethodFacts:
+        """The method table's row for this preset (PARD is draft_model with parallel_drafting)."""
+        return facts_for(self.speculative_config)
+
+    def model_refs(self) -> list[str]:
+        return [self.target.model] + ([self.draft_model] if self.draft_model else [])
+
+
+# -- pydantic's errors in the playground's words ------------------------------------------------------
+_TYPE_WORDS = {"int_type": "an int", "int_parsing": "an int", "int_from_float": "an int", "string_type": "a str",
+               "bool_type": "a bool", "bool_parsing": "a bool", "float_type": "a float", "float_parsing": "a float",
+               "dict_type": "a mapping", "model_type": "a mapping", "model_attributes_type": "a mapping",
+               "list_type": "a list"}
+
+
+def _field_info(loc: tuple):
+    """The pydantic FieldInfo at an error's location, walking the nested sections; None off the schema."""
+    model, info = PresetFile, None
+    for part in loc:
+        if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
+            return None
+        info = model.model_fields[part]
+        model = info.annotation
+    return info
+
+
+def _message(source: Path, error: dict) -> str:
+    loc = tuple(p for p in error["loc"] if isinstance(p, str))
+    field, kind, got = ".".join(loc), error["type"], error.get("input")
+    info = _field_info(loc)
+    described = info.description if info is not None and info.description else None
+    if kind == "missing":
+        expected, got_text = f"{described or 'a value'} (required)", "nothing"
+    elif kind == "extra_forbidden":
+        parent = _field_info(loc[:-1]) if loc[:-1] else None
+        fields = (parent.annotation if parent is not None else PresetFile).model_fields
+        expected, got_text = f"one of the known fields ({', '.join(fields)})", "unknown field"
+    elif kind == "literal_error":
+        expected, got_text = f"one of {error['ctx']['expected']}", repr(got)
+    elif kind in _TYPE_WORDS:
+        expected, got_text = _TYPE_WORDS[kind], repr(got)
+    else:  # a range: the field's description says it in words
+        expected, got_text = described or error["msg"].lower(), repr(got)
+    return f"{source.name}: field '{field}': expected {expected}, got {got_text}"
+
+
+def parse(data, source: Path) -> PresetFile:
+    """The file's fields, typed; PresetError naming the first problem."""
+    if not isinstance(data, dict):
+        raise PresetError(f"{source.name}: expected a YAML mapping of preset fields, got {type(data).__name__}")
+    try:
+        return PresetFile.model_validate(data)
+    except ValidationError as exc:
+        raise PresetError(_message(source, exc.errors()[0])) from None
+
+
+def json_schema() -> dict:
+    return PresetFile.model_json_schema()
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    SCHEMA_FILE.write_text(schema_text())
+    print(f"wrote {SCHEMA_FILE}")

@@ -1,0 +1,139 @@
+"""A preset's rules that span fields, on top of the schema: model references, the method's own keys, the
+memory split, and `speculative_config` keys checked against the installed vLLM (engine.probes)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from specplay.engine.probes import speculative_probe
+from specplay.presets.methods import V2_UNSUPPORTED, facts_for
+from specplay.presets.models import local_config, ref_problem
+from specplay.presets.schema import Preset, PresetError, PresetFile, parse
+
+_PARALLEL_TOKEN_KEYS = ("pard_token", "mask_token_id", "ptd_token_id")  # what vLLM's proposer reads
+
+
+def _fail(source: Path, field: str, expected: str, got=None):
+    got_text = "" if got is None else f", got {got!r}"
+    raise PresetError(f"{source.name}: field '{field}': expected {expected}{got_text}")
+
+
+def _check_ref(source: Path, field: str, ref: str) -> None:
+    problem = ref_problem(ref)
+    if problem:
+        _fail(source, field, problem, ref)
+
+
+def _check_vllm_keys(source: Path, spec) -> None:
+    """Every key must be a SpeculativeConfig field of the installed vLLM (skipped where vLLM isn't
+    importable: the engine would say so anyway). Run before the schema, so a misspelt key is named
+    rather than the required one it misses."""
+    probe = speculative_probe()
+    if probe is None or not isinstance(spec, dict):
+        return
+    for key in spec:
+        if key not in probe.fields:
+            close = difflib.get_close_matches(str(key), sorted(probe.fields), n=3)
+            hint = f" (close matches: {', '.join(close)})" if close else ""
+            raise PresetError(f"{source.name}: field 'speculative_config.{key}': expected a field of the installed "
+                              f"vLLM's SpeculativeConfig{hint}, got unknown key {key!r}")
+
+
+def _check_vllm_method(source: Path, method: str) -> None:
+    probe = speculative_probe()
+    if probe is not None and method not in probe.methods:
+        _fail(source, "speculative_config.method", "a method the installed vLLM has "
+              f"({', '.join(sorted(probe.methods))})", method)
+
+
+def _check_draft(source: Path, spec: dict, facts, tp: int) -> None:
+    method = spec["method"]
+    if facts.needs_model:
+        if not isinstance(spec.get("model"), str):
+            _fail(source, "speculative_config.model", f"the draft model for method '{method}'", spec.get("model"))
+        _check_ref(source, "speculative_config.model", spec["model"])
+    elif "model" in spec:
+        why = {"inside": "its MTP layers are inside the target"}.get(facts.draft, "it looks up the prompt")
+        _fail(source, "speculative_config.model", f"no model for method '{method}' ({why})", spec["model"])
+    draft_tp = spec.get("draft_tensor_parallel_size")
+    if draft_tp is not None and draft_tp not in (1, tp):
+        _fail(source, "speculative_config.draft_tensor_parallel_size",
+              f"1 or the target's tensor_parallel_size ({tp})", draft_tp)
+    if spec.get("parallel_drafting") and method != "draft_model":
+        _fail(source, "speculative_config.parallel_drafting", "true only with method 'draft_model' (PARD)", True)
+    if facts.kind == "pard":
+        config = local_config(spec["model"])  # a hub draft's config is checked by vLLM at start
+        if config is not None and not any(isinstance(config.get(k), int) for k in _PARALLEL_TOKEN_KEYS):
+            _fail(source, "speculative_config.model", "a PARD draft whose config.json has pard_token "
+                  "(the id vLLM puts in the slots it drafts in parallel)", spec["model"])
+
+
+def _check_speculative_config(source: Path, spec: dict, tp: int) -> None:
+    facts = facts_for(spec)
+    k = spec["num_speculative_tokens"]
+    if facts.lookup:
+        lo, hi = spec.get("prompt_lookup_min"), spec.get("prompt_lookup_max")
+        if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
+            _fail(source, "speculative_config.prompt_lookup_min/max", "integers with 1 <= min <= max", (lo, hi))
+    _check_draft(source, spec, facts, tp)
+    if spec.get("rejection_sample_method", "standard") == "synthetic":
+        rates = spec.get("synthetic_acceptance_rates")
+        if not (isinstance(rates, list) and len(rates) == k and all(0 <= r <= 1 for r in rates)
+                and all(a >= b for a, b in zip(rates, rates[1:]))):
+            _fail(source, "speculative_config.synthetic_acceptance_rates",
+                  f"{k} non-increasing probabilities, one per draft position", rates)
+    _check_vllm_method(source, spec["method"])
+
+
+def _check_memory(source: Path, f: PresetFile, gpus: int) -> None:
+    tp = f.target.tensor_parallel_size
+    if gpus < tp:
+        _fail(source, "gpus", f"at least tensor_parallel_size ({tp})", gpus)
+    total = f.memory.baseline_gpu_memory_utilization + f.memory.speculative_gpu_memory_utilization
+    if gpus < 2 * tp and total > 0.92:
+        _fail(source, "memory", "GPU fractions that add up to 0.92 or less (both engines share the GPUs; "
+              "or set gpus to twice tensor_parallel_size to give each engine its own)", round(total, 3))
+
+
+def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int) -> None:
+    if f.device == "any" and not f.pays_off.cpu:
+        _fail(source, "pays_off.cpu", "a sentence for the CPU (this preset runs there)", "nothing")
+    if f.name != source.stem:
+        _fail(source, "name", f"the file name without .yaml ({source.stem!r})", f.name)
+    _check_ref(source, "target.model", f.target.model)
+    _check_speculative_config(source, spec, f.target.tensor_parallel_size)
+    facts = facts_for(spec)
+    config = local_config(f.target.model) if facts.draft == "inside" else None
+    if config is not None and not (config.get("num_nextn_predict_layers") or config.get("mtp_num_hidden_layers")):
+        _fail(source, "target.model", f"a target whose config.json has MTP layers (num_nextn_predict_layers) "
+              f"for method '{spec['method']}'", f.target.model)
+    if facts.gpu_only and f.device != "gpu":
+        _fail(source, "device", f"'gpu' (method '{spec['method']}' runs on a GPU only)", f.device)
+    if f.model_runner == "v2" and facts.v2 == V2_UNSUPPORTED:
+        _fail(source, "model_runner", f"'v1' or 'auto' ({facts.kind}: vLLM runs it on V1 only)", f.model_runner)
+    _check_memory(source, f, gpus)
+    if (f.target.load_format == "dummy") != (f.prompt_input == "token_ids"):
+        _fail(source, "prompt_input", "'token_ids' exactly when target.load_format is 'dummy' (no tokenizer)",
+              f.prompt_input)
+    half = f.target.max_model_len // 2
+    if f.default_max_tokens > half:
+        _fail(source, "default_max_tokens", f"1 to half of max_model_len ({half})", f.default_max_tokens)
+
+
+def validate(data, source: Path) -> Preset:
+    """A preset from a YAML file's data; PresetError naming file, field and expectation."""
+    if isinstance(data, dict):
+        _check_vllm_keys(source, data.get("speculative_config"))
+    f = parse(data, source)
+    spec = dict(data["speculative_config"])  # vLLM's keys verbatim, as written
+    gpus = f.gpus if f.gpus is not None else f.target.tensor_parallel_size
+    _check_rules(source, f, spec, gpus)
+    return Preset(
+        name=f.name, description=f.description.strip(), guide_section=f.guide_section,
+        notes=(f.notes or "").strip(), device=f.device, gpus=gpus, target=f.target, speculative_config=spec,
+        memory=f.memory, prompt_input=f.prompt_input, default_max_tokens=f.default_max_tokens,
+        ignore_eos=f.ignore_eos, source=source,
+        pays_off=f.pays_off.model_copy(update={k: v.strip() for k, v in f.pays_off.model_dump().items() if v}),
+        model_runner=f.model_runner,
+    )
