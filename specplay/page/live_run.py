@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from specplay.page import charts
 
 from specplay.page import views
+from specplay.run import stream
 from specplay.run.comparison import Comparison
+from specplay.run.result import RunResult
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
-from specplay.run.explain import explain
 from specplay.page.inputs import SEQUENTIAL
 from specplay.presets.catalog import Preset, where_it_pays
 
@@ -43,14 +44,28 @@ class LiveRun:
     engines: dict = field(default_factory=dict)  # per role: how vLLM resolved it (async scheduling, dtype)
     comparison: Comparison = None
     pieces: dict = field(default_factory=dict)
+    step_floor_s: float | None = None  # the baseline step's bandwidth floor; found from the preset on a GPU
+    _result: RunResult | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         self.comparison = Comparison(decode=self.decoders.get(BASELINE),
                                      num_speculative_tokens=self.preset.num_speculative_tokens)
         self.pieces = {role: views.TokenPieces(self.decoders.get(role)) for role in (BASELINE, SPECULATIVE)}
+        if self.step_floor_s is None and self.device == "gpu":
+            from specplay.core.hardware import detect
+
+            self.step_floor_s = target_step_floor_s(self.preset, detect())
 
     def add(self, event) -> None:
         self.comparison.add(event)
+        self._result = None
+
+    def stream(self, pair, cancel=None):
+        """Run this request on `pair`, each event added to the Comparison before it is yielded (the page
+        redraws between them)."""
+        for event in stream.events(pair, self.request, self.schedule, self.comparison, cancel):
+            self._result = None
+            yield event
 
     @property
     def synthetic(self) -> bool:
@@ -106,15 +121,13 @@ class LiveRun:
         return views.pane_html(role, "Speculative", f"{self.preset.method}, k={k}: verified drafts", body,
                                views.stats_line(c, role))
 
-    def result(self) -> dict:
-        """The `compare --json` object of this run, plus what the page adds: preset, request, engines, why."""
-        out = self.comparison.as_dict()
-        out["run_id"] = self.comparison.run_id  # numbered on the engine pair in the order runs start
-        out["preset"] = self.preset.name
-        out["request"] = {"max_tokens": self.request.max_tokens, "temperature": self.request.temperature}
-        out["engines"] = self.engines
-        out["explanation"] = explain(out, self.preset.method, self.preset.num_speculative_tokens, self.device)
-        return out
+    def result(self) -> RunResult:
+        """This run, typed; its `to_json()` is the `compare --json` object plus the page's run id and request."""
+        if self._result is None or not self.comparison.done:
+            self._result = RunResult.of(self.comparison, self.preset, device=self.device, engines=self.engines,
+                                        run_id=self.comparison.run_id, request=self.request,
+                                        step_floor_s=self.step_floor_s)
+        return self._result
 
     def final(self, sampler=None, history: list | None = None, csv_path: str | None = None,
               error: str | None = None) -> dict:
@@ -123,11 +136,11 @@ class LiveRun:
         return {
             **self.frame(sampler),
             "error": views.error_html(error),
-            "explain": views.explain_html(result, result["explanation"], self.expectation()),
+            "explain": views.explain_html(result, self.expectation()),
             "summary": charts.summary_table(result),
             "history_df": charts.history_table(history or []),
             "history_file": csv_path,
-            "result": result,
+            "result": result.to_json(),
         }
 
     def expectation(self) -> str | None:
@@ -137,11 +150,28 @@ class LiveRun:
     def history_row(self, number: int) -> dict:
         req = self.request
         prompt = req.prompt if req.prompt_token_ids is None else " ".join(map(str, req.prompt_token_ids))
-        return charts.history_row(self.result(), number, self.preset.name, prompt, req.max_tokens, req.temperature)
+        return charts.history_row(self.result(), number, prompt)
 
 
 def empty_frame(preset: Preset) -> dict:
     """What the page shows before any run (also loads plotly's machinery at start, not in a run)."""
     live = LiveRun(preset, GenerationRequest(prompt="-"), {})
-    return {**live.frame(), "badge": views.badge_html(None), "explain": views.explain_html(None, None),
+    return {**live.frame(), "badge": views.badge_html(None), "explain": views.explain_html(None),
             "summary": charts.summary_table(None)}
+
+
+_FLOORS: dict[tuple[str, str | None], float | None] = {}  # per preset and GPU: its memory plan reads configs
+
+
+def target_step_floor_s(preset: Preset, hardware) -> float | None:
+    """The baseline step's bandwidth floor on this GPU: the target's weights on one GPU (the memory plan
+    counts them from its config) read at the GPU's memory bandwidth; None on a CPU or an unknown GPU."""
+    from specplay.core.hardware import bandwidth_floor_s, memory_bandwidth
+    from specplay.plan.memory import plan
+
+    if memory_bandwidth(hardware.gpu_name if hardware.gpu_count else None) is None:
+        return None
+    key = (preset.name, hardware.gpu_name)
+    if key not in _FLOORS:
+        _FLOORS[key] = bandwidth_floor_s(plan(preset, hardware).engine(BASELINE).weight_bytes_per_device, hardware)
+    return _FLOORS[key]

@@ -290,12 +290,11 @@ def _run(manager: PairManager, registry: CancelRegistry, history_dir: str, setti
                "replay_btn": gr.update(interactive=False)}
     failure, timed_out = None, False
     with manager.run_lock:
-        stream = pair.stream(req, schedule=schedule, cancel=cancel)
+        stream = live.stream(pair, cancel)  # each event is in live.comparison once yielded
         finished = False
         try:
             last, started = 0.0, time.monotonic()
             for event in stream:
-                live.add(event)
                 finished = isinstance(event, RunFinished)
                 if finished:
                     break
