@@ -55,13 +55,13 @@ def print_report(result, stream=None) -> None:
 
     out = console(stream)
     out.print(escape(f"preset: {result.preset or '?'}  (prompt {result.prompt_tokens} tokens, {result.schedule})"))
-    for role in ROLES:
+    for role in ROLES:  # the outputs and the sentences as they are: soft wrap (the terminal's), no markup
         out.print(Rule(role, align="left", characters="─"))
-        out.print(escape(_text(result.side(role))), markup=False)
+        out.print(_text(result.side(role)), markup=False, soft_wrap=True)
     out.print()
-    out.print(verdict(result), markup=False)
+    out.print(verdict(result), markup=False, soft_wrap=True)
     if result.explanation:
-        out.print("\nwhy: " + result.explanation, markup=False)
+        out.print("\nwhy: " + result.explanation, markup=False, soft_wrap=True)
     table = Table(box=None, pad_edge=False)
     table.add_column("")
     table.add_column("baseline", justify="right")
