@@ -11,6 +11,10 @@ EXIT_OK, EXIT_RUN_ERROR, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_CODES = "exit codes: 0 ok, 1 the run failed, 2 a bad preset or bad arguments"
 
 
+class UsageError(Exception):
+    """A bad argument, prompt or preset for this machine: main prints it and exits EXIT_BAD_INPUT."""
+
+
 class CLISubcommand:
     name: str
     help: str = ""

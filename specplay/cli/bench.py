@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from specplay.cli.base import CLISubcommand
+from specplay.cli.base import CLISubcommand, UsageError
 
 EXIT_BAD_SETTINGS = 2
 
@@ -42,7 +42,7 @@ def _list(flag: str, text: str, kind):
     try:
         return tuple(kind(part) for part in text.replace(" ", "").split(",") if part)
     except ValueError:
-        raise SystemExit(f"{flag}: expected {kind.__name__}s separated by commas, got {text!r}") from None
+        raise UsageError(f"{flag}: expected {kind.__name__}s separated by commas, got {text!r}") from None
 
 
 def settings_from_args(args):
@@ -111,12 +111,12 @@ def run_cli(args, pair=None) -> int:
     if args.replot:
         return replot(args, log)
     if not args.preset:
-        raise SystemExit("bench: --preset is required (or --replot DIR)")
+        raise UsageError("bench: --preset is required (or --replot DIR)")
     preset = get_preset(args.preset)
     hardware = detect()
     where = availability(preset, hardware)
     if not where.runnable:
-        raise SystemExit(f"{preset.name} can't run here: {where.reason}")
+        raise UsageError(f"{preset.name} can't run here: {where.reason}")
     settings = settings_from_args(args)
     try:  # everything checkable is checked before the engines take minutes to start
         prompts = load_prompts(settings, preset)
@@ -206,7 +206,8 @@ class BenchCommand(CLISubcommand):
     name = "bench"
     help = ("where speculation pays: workloads × k × temperature × concurrency, each engine measured alone; "
             "CSV, JSON, charts")
-    epilog = "exit codes: 0 ok, 2 a bad preset, bad settings or an unreadable --replot, 130 interrupted (partial results written)"
+    epilog = ("exit codes: 0 ok, 1 the run failed, 2 a bad preset, bad settings or an unreadable --replot, "
+              "130 interrupted (what was measured is written)")
 
     def add_arguments(self, parser) -> None:
         add_arguments(parser)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from specplay.cli.base import EXIT_CODES, EXIT_OK, EXIT_RUN_ERROR, CLISubcommand, stderr_log
+from specplay.cli.base import EXIT_CODES, EXIT_OK, EXIT_RUN_ERROR, CLISubcommand, UsageError, stderr_log
 from specplay.core.events import BASELINE, Schedule
 
 DEMO_PROMPT = (
@@ -26,10 +26,10 @@ def request_of(args, preset):
         try:
             ids = tuple(int(t) for t in args.prompt_token_ids.replace(",", " ").split())
         except ValueError:
-            raise SystemExit("--prompt-token-ids: expected integers separated by commas")
+            raise UsageError("--prompt-token-ids: expected integers separated by commas") from None
     elif preset.prompt_input == "token_ids":
         if args.prompt:
-            raise SystemExit(f"{preset.name} has no tokenizer (dummy weights): use --prompt-token-ids")
+            raise UsageError(f"{preset.name} has no tokenizer (dummy weights): use --prompt-token-ids")
         ids = DEMO_TOKEN_IDS
     return GenerationRequest(
         prompt=args.prompt if args.prompt is not None else DEMO_PROMPT, prompt_token_ids=ids,
@@ -80,7 +80,7 @@ class CompareCommand(CLISubcommand):
         preset = get_preset(args.preset or DEFAULT_PRESET)
         where = availability(preset)
         if not where.runnable:
-            raise SystemExit(f"{preset.name} can't run here: {where.reason}")
+            raise UsageError(f"{preset.name} can't run here: {where.reason}")
         request = request_of(args, preset)
         log = stderr_log if args.json else print
         own = pair is None
@@ -94,7 +94,7 @@ class CompareCommand(CLISubcommand):
                 comparison = stream.compare(pair, request, args.schedule,
                                             num_speculative_tokens=preset.num_speculative_tokens)
             except PromptError as exc:
-                raise SystemExit(str(exc))
+                raise UsageError(str(exc)) from None
             hardware = detect()
             result = RunResult.of(comparison, preset, device=hardware.device, engines=pair.engine_info(),
                                   load_seconds=pair.status.load_seconds or {},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specplay.cli.base import EXIT_BAD_INPUT
+from specplay.cli.base import EXIT_BAD_INPUT, UsageError
 
 # In the order `--help` lists them.
 CMD_MODULES = ("specplay.cli.presets", "specplay.cli.serve_cmd", "specplay.cli.prepare", "specplay.cli.compare",
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None, pair=None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.dispatch.cmd(args, pair=pair)
-    except (PresetError, OfflineModelError) as exc:
+    except (PresetError, OfflineModelError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

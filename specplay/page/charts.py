@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from specplay.run import metrics
 from specplay.run.comparison import Comparison, EngineTrace
 from specplay.core import style
+from specplay.core.trace import decode_rate
 from specplay.core.style import COLORS
 from specplay.core.events import BASELINE, SPECULATIVE
 
@@ -46,10 +47,10 @@ def rate_over_time(trace: EngineTrace, origin: float) -> tuple[list[float], list
     produced = first_size
     for size, when in zip(trace.step_sizes[1:], trace.step_times[1:]):
         produced += size
-        elapsed = when - first_time
-        if elapsed > 0:
+        rate = decode_rate(produced - first_size, when - first_time)
+        if rate is not None:
             xs.append(round(when - origin, 4))
-            ys.append(round((produced - first_size) / elapsed, 3))
+            ys.append(round(rate, 3))
     return xs, ys
 
 

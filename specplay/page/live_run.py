@@ -18,8 +18,7 @@ from specplay.page import views
 from specplay.run import stream
 from specplay.run.comparison import Comparison
 from specplay.run.result import RunResult
-from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
-from specplay.page.inputs import SEQUENTIAL
+from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, Schedule
 from specplay.presets.catalog import Preset, where_it_pays
 
 UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
@@ -39,7 +38,7 @@ class LiveRun:
     preset: Preset
     request: GenerationRequest
     decoders: dict
-    schedule: str = SEQUENTIAL
+    schedule: str = Schedule.SEQUENTIAL
     device: str = "cpu"
     engines: dict = field(default_factory=dict)  # per role: how vLLM resolved it (async scheduling, dtype)
     comparison: Comparison = None
@@ -74,7 +73,7 @@ class LiveRun:
     @property
     def replayable(self) -> bool:
         c = self.comparison
-        return (self.schedule == SEQUENTIAL and c.done and not c.finished.error and not c.finished.cancelled
+        return (self.schedule == Schedule.SEQUENTIAL and c.done and not c.finished.error and not c.finished.cancelled
                 and c.replay_seconds > 0)
 
     def replay_speed(self) -> float:
@@ -89,8 +88,8 @@ class LiveRun:
         done = c.done and not c.finished.error
         divergence = c.first_divergence if done else None
         texts = {role: self.pieces[role].update(c.traces[role].token_ids) for role in (BASELINE, SPECULATIVE)}
-        waiting = (at is None and self.schedule == SEQUENTIAL and not c.done and not c.speculative.token_ids)
-        badge_phase = "sequential" if phase == "live" and self.schedule == SEQUENTIAL else phase
+        waiting = (at is None and self.schedule == Schedule.SEQUENTIAL and not c.done and not c.speculative.token_ids)
+        badge_phase = "sequential" if phase == "live" and self.schedule == Schedule.SEQUENTIAL else phase
         speed = self.replay_speed() if at is not None else 1.0
         note = f" (shown {speed:.1f}× faster than real time)" if speed > 1.0 else ""
         out = {

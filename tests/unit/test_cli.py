@@ -75,3 +75,12 @@ def test_one_stream_loop_feeds_the_comparison_and_calls_back():
         if isinstance(event, StepEvent) and event.engine == SPECULATIVE:
             assert live.speculative.token_ids[-1] == event.token_ids[-1]
     assert isinstance(event, RunFinished) and live.done
+
+
+def test_bad_arguments_exit_2_before_any_engine_starts(capsys):
+    assert cli.main(["compare", "--preset", "llama31-8b-eagle3"]) == 2  # needs a GPU
+    assert "can't run here" in capsys.readouterr().err
+    assert cli.main(["compare", "--preset", "smollm2-ngram", "--prompt-token-ids", "1,x"]) == 2
+    assert "expected integers" in capsys.readouterr().err
+    assert cli.main(["bench", "--preset", "smollm2-ngram", "--k", "two"]) == 2
+    assert "--k: expected ints" in capsys.readouterr().err
