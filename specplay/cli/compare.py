@@ -46,7 +46,11 @@ def step_floor_s(preset, hardware) -> float | None:
 
     if memory_bandwidth(hardware.gpu_name if hardware.gpu_count else None) is None:
         return None
-    return bandwidth_floor_s(plan(preset, hardware).engine(BASELINE).weight_bytes_per_device, hardware)
+    try:
+        weights = plan(preset, hardware).engine(BASELINE).weight_bytes_per_device
+    except Exception:  # the floor only sharpens the explanation: never fail a run for it
+        return None
+    return bandwidth_floor_s(weights, hardware)
 
 
 class CompareCommand(CLISubcommand):

@@ -172,5 +172,9 @@ def target_step_floor_s(preset: Preset, hardware) -> float | None:
         return None
     key = (preset.name, hardware.gpu_name)
     if key not in _FLOORS:
-        _FLOORS[key] = bandwidth_floor_s(plan(preset, hardware).engine(BASELINE).weight_bytes_per_device, hardware)
+        try:
+            weights = plan(preset, hardware).engine(BASELINE).weight_bytes_per_device
+        except Exception:  # the floor only sharpens the explanation: never fail a run for it
+            weights = None
+        _FLOORS[key] = bandwidth_floor_s(weights, hardware)
     return _FLOORS[key]

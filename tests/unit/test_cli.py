@@ -84,3 +84,16 @@ def test_bad_arguments_exit_2_before_any_engine_starts(capsys):
     assert "expected integers" in capsys.readouterr().err
     assert cli.main(["bench", "--preset", "smollm2-ngram", "--k", "two"]) == 2
     assert "--k: expected ints" in capsys.readouterr().err
+
+
+def test_the_bandwidth_floor_comes_from_the_memory_plan_and_the_gpu_table():
+    from specplay.cli.compare import step_floor_s
+    from specplay.core.hardware import Hardware
+    from specplay.page.live_run import target_step_floor_s
+    from specplay.presets.catalog import get_preset
+
+    h200, unknown = Hardware(1, "NVIDIA H200", (0,)), Hardware(1, "Some Future GPU", (0,))
+    eight_b = get_preset("llama31-8b-eagle3")
+    assert step_floor_s(eight_b, h200) == pytest.approx(16.06e9 / 4.8e12, rel=0.02)  # bf16 8B: 3.3 ms
+    assert target_step_floor_s(eight_b, h200) == step_floor_s(eight_b, h200)
+    assert step_floor_s(eight_b, unknown) is None and step_floor_s(eight_b, Hardware(0, None, (0,))) is None
