@@ -99,9 +99,7 @@ def explain(result, method: str, k: int, device: str, step_floor_s: float | None
     weak, heavy = f.gain < WEAK_GAIN, f.cost > HEAVY_COST
     accepted = f"{f.acceptance_rate:.0%} of drafted tokens accepted" if f.acceptance_rate is not None else "few drafts accepted"
     advice = GAIN_ADVICE.get(method, "a better draft would help")
-    if f.speedup < PAYS and v2_eager_draft(f, method, device):
-        return (f"Steps are too expensive ({f.speedup:.2f}×): {head}, since {cost_reasons(f, method, k, device)[0]}; "
-                f"{V2_DRAFT_ADVICE}.")
+    fix = f"; {V2_DRAFT_ADVICE}" if v2_eager_draft(f, method, device) else ""  # eager drafts: the cost's cure
     if f.speedup >= PAYS:
         if heavy:
             return (f"Speculation pays ({f.speedup:.2f}×): {head}; cheaper steps would gain more, since "
@@ -110,10 +108,10 @@ def explain(result, method: str, k: int, device: str, step_floor_s: float | None
     if weak and heavy:
         return (f"Both factors lose ({f.speedup:.2f}×): only {accepted} ({f.gain:.2f}× the tokens per step), and "
                 f"each step takes {f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}; "
-                f"{advice}.")
+                f"{advice}{fix}.")
     if heavy:
         return (f"Steps are too expensive ({f.speedup:.2f}×): each yields {f.gain:.2f}× the tokens but takes "
-                f"{f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}.")
+                f"{f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}{fix}.")
     if weak:
         return (f"Drafts were rarely accepted ({f.speedup:.2f}×): {accepted}, so a step yields only {f.gain:.2f}× "
                 f"the tokens, not enough for steps {f.cost:.2f}× as long; {advice}.")

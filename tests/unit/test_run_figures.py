@@ -93,6 +93,8 @@ H200_8B_FLOOR = 16.06e9 / 4.8e12  # Llama-3.1-8B in bf16 read at an H200's 4.8 T
      "draft_model", "gpu", "without CUDA graphs (4 eager draft passes a step)"),
     (dict(speedup=0.8, gain=2.4, cost=3.0, acc=0.6, step=0.0047, runner="v2"), "draft_model", "gpu",
      "parallel drafting (PARD) would pay"),
+    (dict(speedup=0.5, gain=1.1, cost=1.9, acc=0.05, step=0.0047, runner="v2"), "draft_model", "gpu",
+     "would help; the V1 runner (`model_runner: v1` in the preset"),
 ])
 def test_explanation_names_the_deciding_factor(figures, method, device, expected):
     from specplay.run.explain import explain
