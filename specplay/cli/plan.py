@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specplay.cli.base import CLISubcommand
+from specplay.cli.base import CLISubcommand, UsageError
 
 
 class PlanCommand(CLISubcommand):
@@ -18,7 +18,12 @@ class PlanCommand(CLISubcommand):
     def cmd(self, args, pair=None) -> int:
         from specplay.plan.memory import run_cli
 
-        return run_cli(args)
+        try:
+            return run_cli(args)
+        except SystemExit as exc:  # plan's argument checks exit with a message: a bad argument, 2
+            if isinstance(exc.code, str):
+                raise UsageError(exc.code) from None
+            raise
 
 
 def cmd_init() -> list[CLISubcommand]:

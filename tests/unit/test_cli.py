@@ -97,3 +97,11 @@ def test_the_bandwidth_floor_comes_from_the_memory_plan_and_the_gpu_table():
     assert step_floor_s(eight_b, h200) == pytest.approx(16.06e9 / 4.8e12, rel=0.02)  # bf16 8B: 3.3 ms
     assert target_step_floor_s(eight_b, h200) == step_floor_s(eight_b, h200)
     assert step_floor_s(eight_b, unknown) is None and step_floor_s(eight_b, Hardware(0, None, (0,))) is None
+
+
+def test_plan_keeps_its_exit_codes_and_bad_arguments_exit_2(capsys):
+    assert cli.main(["plan", "--preset", "smollm2-ngram", "--json"]) in (0, 3)
+    assert json.loads(capsys.readouterr().out)["preset"] == "smollm2-ngram"
+    assert cli.main(["plan", "--preset", "llama31-8b-eagle3", "--gpu-gib", "80"]) == 0
+    assert cli.main(["plan", "--preset", "smollm2-ngram", "--gpus", "2"]) == 2  # --gpus needs --gpu-gib
+    assert "--gpu-gib" in capsys.readouterr().err
