@@ -69,7 +69,9 @@ class ProgressBar:
         self.progress = None
         if self.tty:
             from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+            from rich.progress import (
+                BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+            )
 
             self.progress = Progress(BarColumn(), MofNCompleteColumn(), TaskProgressColumn(), TimeElapsedColumn(),
                                      TextColumn("{task.description}"), console=Console(file=self.stream))

@@ -33,7 +33,8 @@ def metrics_rows(result) -> list[tuple[str, str, str]]:
             rows.append(("model runner", *(result.model_runner(r) or "—" for r in ROLES)))
     rows.append(("steps counted from", *(result.side(r).steps_source for r in ROLES)))
     c = result.counters
-    rows.append(("drafts / draft tokens / accepted", "", f"{c.num_drafts} / {c.num_draft_tokens} / {c.num_accepted_tokens}"))
+    rows.append(("drafts / draft tokens / accepted", "",
+                 f"{c.num_drafts} / {c.num_draft_tokens} / {c.num_accepted_tokens}"))
     rows.append(("accepted per position", "", " ".join(map(str, c.accepted_per_position)) or "—"))
     if result.acceptance_source:
         rows.append(("acceptance counted from", "", result.acceptance_source))
