@@ -134,19 +134,20 @@ def run_cli(args, pair=None) -> int:
         raise SystemExit(f"bench: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
     pair = open_pair(preset, hardware, log=log) if own else pair
     cancel = threading.Event()
-    bar = ProgressBar()
     bench = None
     try:
         if own:
             pair.start(progress=lambda msg, frac: log(f"[start {frac:4.0%}] {msg}"))
         bench = BenchRun(pair, preset, settings, prompts, hardware, cancel=cancel, restore=not own)
+        bar = ProgressBar()  # once the engines are up: their start logs its own lines
         try:
             for step in bench.run():
                 bar(step.done, step.total, step.message)
         except KeyboardInterrupt:
             cancel.set()
             log("\ninterrupted: writing what was measured")
-        bar.close()
+        finally:
+            bar.close()  # a terminal gets its cursor back whatever happened
     finally:
         if own:
             pair.shutdown()
