@@ -51,12 +51,10 @@ def prompts_for(preset) -> list[str]:
 
 
 def direct_run(pair, request, schedule: str) -> dict:
-    from specplay.run.comparison import Comparison
+    from specplay.run import stream
+    from specplay.run.result import RunResult
 
-    comparison = Comparison()
-    for event in pair.stream(request, schedule=schedule):
-        comparison.add(event)
-    return comparison.as_dict()
+    return RunResult.of(stream.compare(pair, request, schedule)).to_json()
 
 
 def app_run(client, prompt: str, max_tokens: int, schedule: str) -> dict:

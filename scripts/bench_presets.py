@@ -86,8 +86,9 @@ def direct_tokens_per_s(pair, role: str, ids: list[int], request) -> tuple[float
 
 
 def bench_preset(pair, preset, prompts: list[str], max_tokens: int, repeats: int) -> list[dict]:
-    from specplay.run.comparison import Comparison
-    from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
+    from specplay.run import stream
+    from specplay.run.result import RunResult
+    from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, Schedule
 
     rows = []
     cases = {"token ids": None} if preset.prompt_input == "token_ids" else {p: BENCH_PROMPTS[p] for p in prompts}
@@ -99,15 +100,13 @@ def bench_preset(pair, preset, prompts: list[str], max_tokens: int, repeats: int
         ids = pair.prompt_token_ids(request)
         runs, direct, steps = [], {BASELINE: [], SPECULATIVE: []}, {BASELINE: [], SPECULATIVE: []}
         for i in range(repeats + 1):
-            c = Comparison(decode=pair.engines[BASELINE].decode)
-            for event in pair.stream(request, schedule="sequential"):
-                c.add(event)
+            c = stream.compare(pair, request, Schedule.SEQUENTIAL)
             for role in direct:
                 direct[role].append(direct_tokens_per_s(pair, role, ids, request))
-            steps[BASELINE].append((len(c.baseline.step_times) - 1) / c.baseline.decode_seconds)
-            steps[SPECULATIVE].append((len(c.speculative.step_times) - 1) / c.speculative.decode_seconds)
+            for role in steps:  # exact step counts (steps_source), not chunks
+                steps[role].append(c.traces[role].decode_steps / c.traces[role].decode_seconds)
             if i:  # the first run is a warm-up
-                runs.append(c.as_dict())
+                runs.append(RunResult.of(c).to_json())
         med = lambda xs: round(statistics.median(x for x in xs if x is not None), 2)  # noqa: E731
         b_tps = med(r[BASELINE]["tokens_per_s"] for r in runs)
         s_tps = med(r[SPECULATIVE]["tokens_per_s"] for r in runs)

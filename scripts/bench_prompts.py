@@ -69,10 +69,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
 
-    from specplay.run.comparison import Comparison
+    from specplay.cli.compare import step_floor_s
+    from specplay.run import stream
     from specplay.run.pairs import open_pair, switch_in_place
-    from specplay.core.events import BASELINE, GenerationRequest
-    from specplay.run.explain import explain
+    from specplay.run.result import RunResult
+    from specplay.core.events import GenerationRequest, Schedule
     from specplay.core.hardware import detect
     from specplay.presets.catalog import dtype_for, get_preset
 
@@ -94,12 +95,11 @@ def main(argv=None) -> int:
                 request = (GenerationRequest(prompt="", prompt_token_ids=tuple(text), max_tokens=args.max_tokens,
                                              ignore_eos=preset.ignore_eos) if isinstance(text, list)
                            else GenerationRequest(prompt=text, max_tokens=args.max_tokens))
-                comparison = Comparison(decode=pair.engines[BASELINE].decode,
-                                        num_speculative_tokens=preset.num_speculative_tokens)
-                for event in pair.stream(request, schedule="sequential"):
-                    comparison.add(event)
-                result = comparison.as_dict()
-                result["engines"] = pair.engine_info()
+                comparison = stream.compare(pair, request, Schedule.SEQUENTIAL,
+                                            num_speculative_tokens=preset.num_speculative_tokens)
+                typed = RunResult.of(comparison, preset, device=hardware.device, engines=pair.engine_info(),
+                                     step_floor_s=step_floor_s(preset, hardware))
+                result = typed.to_json()
                 row = {"prompt": label, "identical": result["identical"],
                        "first_divergence": result["first_divergence"],
                        "tokens": [len(result[r]["token_ids"]) for r in ("baseline", "speculative")],
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                        "acceptance_rate": result["speculative"]["acceptance_rate"],
                        "tokens_per_s": [result[r]["tokens_per_s"] for r in ("baseline", "speculative")],
                        "step_ms": [round((result[r]["step_seconds"] or 0) * 1000, 3) for r in ("baseline", "speculative")],
-                       "explanation": explain(result, preset.method, preset.num_speculative_tokens, hardware.device)}
+                       "explanation": typed.explanation}
                 if not result["identical"]:
                     row["divergence_context"] = result.get("divergence_context")
                 rows.append(row)

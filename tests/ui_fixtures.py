@@ -7,6 +7,7 @@ exit, so the e2e and browser tests share one engine start (~40-80 s on a CPU).
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import itertools
 import os
 import socket
@@ -47,8 +48,9 @@ def synthetic_events(baseline_ids, spec_steps, k=4, dt=0.01, t0=100.0, cancelled
     for i in range(n):
         if i < len(baseline_ids):
             last = i == len(baseline_ids) - 1
-            events.append(StepEvent(BASELINE, i, (baseline_ids[i],), "", t0 + dt * (i + 1), t0, last,
-                                    "length" if last else None))
+            events.append(StepEvent(engine=BASELINE, step=i, token_ids=(baseline_ids[i],), text="",
+                                    time=t0 + dt * (i + 1), submitted_at=t0, finished=last,
+                                    finish_reason="length" if last else None))
         if i < len(spec_steps):
             if i > 0:
                 a = len(spec_steps[i]) - 1
@@ -57,8 +59,9 @@ def synthetic_events(baseline_ids, spec_steps, k=4, dt=0.01, t0=100.0, cancelled
                     per_pos[p] += 1
             last = i == len(spec_steps) - 1
             counters = SpecDecodeCounters(drafts, drafted, accepted, tuple(per_pos))
-            events.append(StepEvent(SPECULATIVE, i, tuple(spec_steps[i]), "", t0 + dt * (i + 1), t0, last,
-                                    "length" if last else None, counters))
+            events.append(StepEvent(engine=SPECULATIVE, step=i, token_ids=tuple(spec_steps[i]), text="",
+                                    time=t0 + dt * (i + 1), submitted_at=t0, finished=last,
+                                    finish_reason="length" if last else None, counters=counters))
     final = SpecDecodeCounters(drafts, drafted, accepted, tuple(per_pos))
     events.append(RunFinished("run-0", t0 + dt * (n + 1), final, cancelled=cancelled, error=error))
     return events
@@ -107,8 +110,7 @@ class FakePair:
                 event = RunStarted(f"run-{next(self._runs)}", event.prompt_token_ids, event.schedule)
             if isinstance(event, StepEvent):
                 time.sleep(self.step_delay)
-                event = StepEvent(event.engine, event.step, event.token_ids, event.text, time.monotonic(),
-                                  submitted, event.finished, event.finish_reason, event.counters)
+                event = dataclasses.replace(event, time=time.monotonic(), submitted_at=submitted)
             yield event
 
     def process_ids(self):

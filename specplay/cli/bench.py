@@ -1,4 +1,4 @@
-"""`python -m specplay bench`: the bench lab from the command line. A text progress bar on stderr;
+"""`python -m specplay bench`: the bench lab from the command line. A rich progress bar on stderr;
 the table and the advice on stdout (or one JSON object with --json); CSV, JSON and charts under --out.
 """
 
@@ -10,6 +10,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from specplay.cli.base import CLISubcommand, UsageError
 
 EXIT_BAD_SETTINGS = 2
 
@@ -40,7 +42,7 @@ def _list(flag: str, text: str, kind):
     try:
         return tuple(kind(part) for part in text.replace(" ", "").split(",") if part)
     except ValueError:
-        raise SystemExit(f"{flag}: expected {kind.__name__}s separated by commas, got {text!r}") from None
+        raise UsageError(f"{flag}: expected {kind.__name__}s separated by commas, got {text!r}") from None
 
 
 def settings_from_args(args):
@@ -56,31 +58,40 @@ def settings_from_args(args):
 
 
 class ProgressBar:
-    """One line, redrawn in place on a terminal; one line per new step when stderr is a file or a pipe."""
+    """rich.progress redrawn in place when stderr is a terminal; one plain line per new step when it is a file
+    or a pipe (logs, tests): "3/12  25% 0:07  baseline · code"."""
 
-    def __init__(self, stream=None, width: int = 28):
-        self.stream, self.width = stream or sys.stderr, width
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stderr
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.started = time.monotonic()
         self.last = None
+        self.progress = None
+        if self.tty:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+            )
+
+            self.progress = Progress(BarColumn(), MofNCompleteColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                                     TextColumn("{task.description}"), console=Console(file=self.stream))
+            self.task = self.progress.add_task("", total=None)
+            self.progress.start()
 
     def __call__(self, done: int, total: int, message: str) -> None:
-        frac = done / total if total else 1.0
-        filled = int(round(frac * self.width))
+        if self.progress is not None:
+            self.progress.update(self.task, completed=done, total=total, description=message)
+            return
         elapsed = int(time.monotonic() - self.started)
-        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {frac:4.0%} "
-                f"{elapsed // 60}:{elapsed % 60:02d}  {message}")
-        if self.tty:
-            self.stream.write("\r" + line[:160].ljust(160))
-        elif line != self.last:
+        line = f"{done}/{total} {done / total if total else 1.0:4.0%} {elapsed // 60}:{elapsed % 60:02d}  {message}"
+        if line != self.last:
             self.stream.write(line + "\n")
-        self.stream.flush()
+            self.stream.flush()
         self.last = line
 
     def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-            self.stream.flush()
+        if self.progress is not None:
+            self.progress.stop()
 
 
 def default_out(preset: str) -> Path:
@@ -102,12 +113,12 @@ def run_cli(args, pair=None) -> int:
     if args.replot:
         return replot(args, log)
     if not args.preset:
-        raise SystemExit("bench: --preset is required (or --replot DIR)")
+        raise UsageError("bench: --preset is required (or --replot DIR)")
     preset = get_preset(args.preset)
     hardware = detect()
     where = availability(preset, hardware)
     if not where.runnable:
-        raise SystemExit(f"{preset.name} can't run here: {where.reason}")
+        raise UsageError(f"{preset.name} can't run here: {where.reason}")
     settings = settings_from_args(args)
     try:  # everything checkable is checked before the engines take minutes to start
         prompts = load_prompts(settings, preset)
@@ -123,19 +134,20 @@ def run_cli(args, pair=None) -> int:
         raise SystemExit(f"bench: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
     pair = open_pair(preset, hardware, log=log) if own else pair
     cancel = threading.Event()
-    bar = ProgressBar()
     bench = None
     try:
         if own:
             pair.start(progress=lambda msg, frac: log(f"[start {frac:4.0%}] {msg}"))
         bench = BenchRun(pair, preset, settings, prompts, hardware, cancel=cancel, restore=not own)
+        bar = ProgressBar()  # once the engines are up: their start logs its own lines
         try:
             for step in bench.run():
                 bar(step.done, step.total, step.message)
         except KeyboardInterrupt:
             cancel.set()
             log("\ninterrupted: writing what was measured")
-        bar.close()
+        finally:
+            bar.close()  # a terminal gets its cursor back whatever happened
     finally:
         if own:
             pair.shutdown()
@@ -191,3 +203,21 @@ def replot(args, log) -> int:
                             png=not args.no_png, log=log)
     report(result, written, args.json)
     return 0
+
+
+class BenchCommand(CLISubcommand):
+    name = "bench"
+    help = ("where speculation pays: workloads × k × temperature × concurrency, each engine measured alone; "
+            "CSV, JSON, charts")
+    epilog = ("exit codes: 0 ok, 1 the run failed, 2 a bad preset, bad settings or an unreadable --replot, "
+              "130 interrupted (what was measured is written)")
+
+    def add_arguments(self, parser) -> None:
+        add_arguments(parser)
+
+    def cmd(self, args, pair=None) -> int:
+        return run_cli(args, pair=pair)
+
+
+def cmd_init() -> list[CLISubcommand]:
+    return [BenchCommand()]

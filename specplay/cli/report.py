@@ -1,43 +1,43 @@
-"""The terminal report of one comparison (`python -m specplay compare` without --json)."""
+"""The terminal report of one RunResult (`python -m specplay compare` without --json): texts, verdict, why,
+and the figures as a rich table (plain text when stdout isn't a terminal)."""
 
 from __future__ import annotations
 
+from specplay.cli.base import console
+from specplay.core.events import BASELINE, ROLES, SPECULATIVE
 from specplay.run import metrics
-from specplay.core.events import BASELINE, SPECULATIVE
 
 
-def verdict(result: dict) -> str:
-    if result.get("cancelled"):
+def verdict(result) -> str:
+    if result.cancelled:
         return "CANCELLED"
-    if result.get("error"):
-        return f"ERROR: {result['error']}"
-    if result["identical"]:
-        return f"IDENTICAL: both engines produced the same {len(result[BASELINE]['token_ids'])} tokens"
-    index = result["first_divergence"]
-    lines = [f"DIVERGED at token {index}"]
-    ctx = result.get("divergence_context")
+    if result.error:
+        return f"ERROR: {result.error}"
+    if result.identical:
+        return f"IDENTICAL: both engines produced the same {result.baseline.tokens} tokens"
+    lines = [f"DIVERGED at token {result.first_divergence}"]
+    ctx = result.divergence_context
     if ctx:
         lines += [f"  common:      ...{ctx['common']!r}", f"  baseline:    {ctx[BASELINE]!r}",
                   f"  speculative: {ctx[SPECULATIVE]!r}"]
     return "\n".join(lines)
 
 
-def metrics_rows(result: dict) -> list[tuple[str, str, str]]:
-    s = result[SPECULATIVE]
-    load = result.get("load_seconds") or {}
-    engines = result.get("engines") or {}
+def metrics_rows(result) -> list[tuple[str, str, str]]:
+    load = result.load_seconds or {}
     rows = metrics.table_rows(result)
-    rows.append(("engine load (s)", *(f"{load[r]:.1f}" if load.get(r) is not None else "—" for r in (BASELINE, SPECULATIVE))))
-    if engines:
-        rows.append(("async scheduling", *(_on_off(engines.get(r, {}).get("async_scheduling"))
-                                           for r in (BASELINE, SPECULATIVE))))
-        if any((engines.get(r) or {}).get("model_runner") for r in (BASELINE, SPECULATIVE)):
-            rows.append(("model runner", *((engines.get(r) or {}).get("model_runner") or "—"
-                                           for r in (BASELINE, SPECULATIVE))))
-    rows.append(("drafts / draft tokens / accepted", "", f"{s['num_drafts']} / {s['num_draft_tokens']} / {s['num_accepted']}"))
-    rows.append(("accepted per position", "", " ".join(map(str, s["accepted_per_position"])) or "—"))
-    if s.get("acceptance_source"):
-        rows.append(("acceptance counted from", "", s["acceptance_source"]))
+    rows.append(("engine load (s)", *(f"{load[r]:.1f}" if load.get(r) is not None else "—" for r in ROLES)))
+    if result.engines:
+        rows.append(("async scheduling", *(_on_off(result.async_scheduling(r)) for r in ROLES)))
+        if any(result.model_runner(r) for r in ROLES):
+            rows.append(("model runner", *(result.model_runner(r) or "—" for r in ROLES)))
+    rows.append(("steps counted from", *(result.side(r).steps_source for r in ROLES)))
+    c = result.counters
+    rows.append(("drafts / draft tokens / accepted", "",
+                 f"{c.num_drafts} / {c.num_draft_tokens} / {c.num_accepted_tokens}"))
+    rows.append(("accepted per position", "", " ".join(map(str, c.accepted_per_position)) or "—"))
+    if result.acceptance_source:
+        rows.append(("acceptance counted from", "", result.acceptance_source))
     return rows
 
 
@@ -45,16 +45,29 @@ def _on_off(flag) -> str:
     return "—" if flag is None else "on" if flag else "off"
 
 
-def format_report(result: dict) -> str:
-    b, s = result[BASELINE], result[SPECULATIVE]
-    out = [f"preset: {result.get('preset', '?')}  (prompt {result['prompt_tokens']} tokens, {result['schedule']})", ""]
-    out += ["── baseline " + "─" * 60, b["text"] or " ".join(map(str, b["token_ids"])), ""]
-    out += ["── speculative " + "─" * 57, s["text"] or " ".join(map(str, s["token_ids"])), ""]
-    out += [verdict(result), ""]
-    if result.get("explanation"):
-        out += ["why: " + result["explanation"], ""]
-    rows = metrics_rows(result)
-    w0 = max(len(r[0]) for r in rows)
-    out.append(f"{'':{w0}}  {'baseline':>12}  {'speculative':>12}")
-    out += [f"{name:{w0}}  {bv:>12}  {sv:>12}" for name, bv, sv in rows]
-    return "\n".join(out)
+def _text(side) -> str:
+    return side.text or " ".join(map(str, side.token_ids))
+
+
+def print_report(result, stream=None) -> None:
+    from rich.markup import escape
+    from rich.rule import Rule
+    from rich.table import Table
+
+    out = console(stream)
+    out.print(escape(f"preset: {result.preset or '?'}  (prompt {result.prompt_tokens} tokens, {result.schedule})"))
+    for role in ROLES:  # the outputs and the sentences as they are: soft wrap (the terminal's), no markup
+        out.print(Rule(role, align="left", characters="─"))
+        out.print(_text(result.side(role)), markup=False, soft_wrap=True)
+    out.print()
+    out.print(verdict(result), markup=False, soft_wrap=True)
+    if result.explanation:
+        out.print("\nwhy: " + result.explanation, markup=False, soft_wrap=True)
+    table = Table(box=None, pad_edge=False)
+    table.add_column("")
+    table.add_column("baseline", justify="right")
+    table.add_column("speculative", justify="right")
+    for name, b, s in metrics_rows(result):
+        table.add_row(escape(name), escape(b), escape(s))
+    out.print()
+    out.print(table)

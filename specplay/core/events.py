@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 
 BASELINE = "baseline"
@@ -12,6 +13,27 @@ ROLES = (BASELINE, SPECULATIVE)
 # else the engine runs; vLLM >= 0.29), or the difference of the engine's stat-logger counters before and
 # after the run (exact only while the run has the engine to itself).
 PER_REQUEST, ENGINE_DELTA = "per-request", "engine delta"
+# Where an engine's step count came from (`steps_source`): the speculative request's own counters
+# (PER_REQUEST), its token count (one token a step without speculation), or the streamed chunks (the
+# fallback: vLLM merges DELTA chunks a slow consumer hasn't taken, so chunks may undercount steps).
+TOKENS, CHUNKS = "tokens", "chunks"
+
+
+class Schedule(enum.StrEnum):
+    """How a run uses the engines: both at once (the demo) or one after the other (clean timings)."""
+
+    CONCURRENT = "concurrent"
+    SEQUENTIAL = "sequential"
+
+
+class PairState(enum.StrEnum):
+    """An engine pair's life cycle (StrEnum: compares and serializes as its string)."""
+
+    IDLE = "idle"
+    LOADING = "loading"
+    READY = "ready"
+    ERROR = "error"
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True)
@@ -78,7 +100,7 @@ class GenerationRequest:
     ignore_eos: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepEvent:
     """One engine step as streamed (vLLM RequestOutputKind.DELTA): on the speculative engine a decode step
     emits accepted drafts + 1 tokens. `time` is time.monotonic() when the chunk arrived."""

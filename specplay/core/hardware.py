@@ -23,6 +23,35 @@ class Hardware:
         return f"CPU, {len(self.cpu_cores)} core(s)"
 
 
+# Peak memory bandwidth (bytes/s) by NVML name substring, most specific first: vendor datasheet figures
+# (NVIDIA H200 / H100 / A100 / A10G / L4 / L40S / GeForce RTX 4090 product pages; 1 TB/s = 1e12 B/s).
+MEMORY_BANDWIDTH = (
+    ("H200", 4.8e12),
+    ("H100 PCIe", 2.0e12),
+    ("H100 NVL", 3.9e12),
+    ("H100", 3.35e12),  # SXM5 ("NVIDIA H100 80GB HBM3")
+    ("A100-SXM4-80GB", 2.039e12),
+    ("A100 80GB", 1.935e12),  # PCIe
+    ("A100", 1.555e12),  # 40 GB, SXM4 or PCIe
+    ("A10G", 0.6e12),
+    ("L40S", 0.864e12),
+    ("L40", 0.864e12),
+    ("L4", 0.3e12),
+    ("RTX 4090", 1.008e12),
+)
+
+
+def memory_bandwidth(gpu_name: str | None) -> float | None:
+    """The GPU's peak memory bandwidth in bytes/s, or None for a GPU not in the table (or no GPU)."""
+    return next((bw for key, bw in MEMORY_BANDWIDTH if gpu_name and key.lower() in gpu_name.lower()), None)
+
+
+def bandwidth_floor_s(weight_bytes: int | None, hardware: "Hardware", tensor_parallel: int = 1) -> float | None:
+    """The shortest a decode step can be: every weight read once (each GPU its 1/tp share) at peak bandwidth."""
+    bandwidth = memory_bandwidth(hardware.gpu_name) if hardware.gpu_count else None
+    return weight_bytes / max(1, tensor_parallel) / bandwidth if weight_bytes and bandwidth else None
+
+
 def gpu_count_and_name() -> tuple[int, str | None]:
     if os.environ.get("PLAYGROUND_FORCE_CPU"):
         return 0, None

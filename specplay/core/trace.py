@@ -5,12 +5,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from specplay.core.events import StepEvent
+from specplay.core.events import CHUNKS, PER_REQUEST, TOKENS, StepEvent
+
+
+def decode_rate(decode_tokens: int, decode_seconds: float) -> float | None:
+    """Decode tokens/s: the tokens after the first (prefill) one over the time from its arrival to the last
+    token's. The one definition: a run's engine (EngineTrace.tokens_per_s) and a pooled batch (sums of both)."""
+    return decode_tokens / decode_seconds if decode_seconds > 0 else None
 
 
 @dataclass
 class EngineTrace:
-    """Everything one engine streamed in one run."""
+    """Everything one engine streamed in one run. Step counts: see `steps_source`; chunk sizes and times
+    stay as streamed (a merged chunk holds several steps' tokens)."""
 
     engine: str
     token_ids: list[int] = field(default_factory=list)
@@ -20,6 +27,9 @@ class EngineTrace:
     submitted_at: float | None = None
     finished: bool = False
     finish_reason: str | None = None
+    # TOKENS: one token a step (no speculation); PER_REQUEST once verified_steps is known; else CHUNKS
+    count_steps_from: str = CHUNKS
+    verified_steps: int | None = None  # decode steps from the request's own counters (set_verified_steps)
 
     def add(self, event: StepEvent) -> None:
         self.submitted_at = event.submitted_at
@@ -42,18 +52,40 @@ class EngineTrace:
         return self.step_times[-1] - self.step_times[0] if len(self.step_times) > 1 else 0.0
 
     @property
-    def decode_steps(self) -> int:
-        """Steps after the first (prefill) one."""
-        return max(0, len(self.step_sizes) - 1)
+    def steps_source(self) -> str:
+        if self.count_steps_from == PER_REQUEST and self.verified_steps is None:
+            return CHUNKS
+        return self.count_steps_from
+
+    def set_verified_steps(self, num_drafts: int, num_accepted: int) -> None:
+        """The speculative request's decode steps from its own counters: `num_drafts` steps verified a
+        draft; a step without one (no n-gram match) emitted one token, so decode tokens - accepted counts
+        every step; the larger of the two is right when max_tokens or EOS cut a last step's accepted drafts."""
+        self.count_steps_from = PER_REQUEST
+        self.verified_steps = max(num_drafts, self.decode_tokens - num_accepted) if self.step_sizes else None
 
     @property
     def decode_tokens(self) -> int:
-        """Tokens after the first step's (prefill's): what the decode rate counts."""
+        """Tokens after the first chunk (prefill's)."""
         return len(self.token_ids) - self.step_sizes[0] if self.step_sizes else 0
 
     @property
+    def decode_steps(self) -> int:
+        """Steps after the first (prefill) one, counted as `steps_source` says."""
+        source = self.steps_source
+        if source == TOKENS:
+            return self.decode_tokens
+        if source == PER_REQUEST:
+            return self.verified_steps
+        return max(0, len(self.step_sizes) - 1)
+
+    @property
+    def steps(self) -> int:
+        return self.decode_steps + 1 if self.step_sizes else 0
+
+    @property
     def tokens_per_s(self) -> float | None:
-        return pooled_decode_rate([self])
+        return decode_rate(self.decode_tokens, self.decode_seconds)
 
     @property
     def step_seconds(self) -> float | None:
@@ -74,7 +106,7 @@ class EngineTrace:
             return self
         cut = self.submitted_at + seconds
         n = sum(1 for t in self.step_times if t <= cut)
-        out = EngineTrace(self.engine, submitted_at=self.submitted_at)
+        out = EngineTrace(self.engine, submitted_at=self.submitted_at, count_steps_from=self.count_steps_from)
         out.step_sizes, out.step_times = self.step_sizes[:n], self.step_times[:n]
         out.token_ids = self.token_ids[:sum(out.step_sizes)]
         out.finished = n == len(self.step_times) and self.finished
@@ -83,29 +115,15 @@ class EngineTrace:
 
     def accepted_per_step(self) -> list[int]:
         """Drafted tokens each decode step accepted, read off the chunk sizes (size - 1; the first step is
-        prefill and accepts nothing). Exact with vLLM's DELTA streaming, one chunk per step."""
+        prefill and accepts nothing). Per chunk: a merged chunk shows as one step (the panes' colors only)."""
         return [0] + [size - 1 for size in self.step_sizes[1:]] if self.step_sizes else []
-
-    def as_dict(self) -> dict:
-        return {
-            "text": self.text,
-            "token_ids": list(self.token_ids),
-            "ttft_s": _round(self.ttft_s),
-            "tokens_per_s": _round(self.tokens_per_s, 2),
-            "steps": len(self.step_sizes),
-            "step_sizes": list(self.step_sizes),
-            "step_seconds": _round(self.step_seconds, 6),
-            "tokens_per_step": _round(self.tokens_per_step, 4),
-            "finish_reason": self.finish_reason,
-        }
 
 
 def pooled_decode_rate(traces) -> float | None:
     """Decode tokens/s over requests: their decode tokens over their decode seconds, summed (one trace:
     its tokens_per_s). Requests without a timed decode step count in neither sum."""
     timed = [t for t in traces if t.decode_seconds > 0]
-    seconds = sum(t.decode_seconds for t in timed)
-    return sum(t.decode_tokens for t in timed) / seconds if seconds > 0 else None
+    return decode_rate(sum(t.decode_tokens for t in timed), sum(t.decode_seconds for t in timed))
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:

@@ -21,8 +21,8 @@ from specplay.core.events import EngineSettings
 from specplay.core.trace import EngineTrace
 from specplay.engine.vllm_engine import Engine, EngineStartError, PromptError
 from specplay.core.events import (
-    BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, GenerationRequest, RunFinished, RunStarted,
-    SpecDecodeCounters, StepEvent,
+    BASELINE, CHUNKS, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, TOKENS, GenerationRequest, PairState, RunFinished,
+    RunStarted, Schedule, SpecDecodeCounters, StepEvent,
 )
 
 # A short prompt that repeats itself, so warm-up exercises drafting too (the n-gram proposer compiles its
@@ -62,7 +62,7 @@ class BatchResult:
 
 @dataclass
 class PairStatus:
-    state: str = "idle"  # idle | loading | ready | error | stopped
+    state: str = PairState.IDLE
     message: str = ""
     progress: float = 0.0
     load_seconds: dict | None = None
@@ -93,7 +93,7 @@ class EnginePair:
             if progress:
                 progress(message, fraction)
 
-        self.status.state = "loading"
+        self.status.state = PairState.LOADING
         load_seconds = {}
         try:
             for i, role in enumerate((BASELINE, SPECULATIVE)):
@@ -104,10 +104,10 @@ class EnginePair:
                 report("warming up both engines", 0.95)
                 self._warm_up()
         except Exception as exc:
-            self.status.state, self.status.message = "error", str(exc)
+            self.status.state, self.status.message = PairState.ERROR, str(exc)
             raise
         self.status.load_seconds = load_seconds
-        self.status.state = "ready"
+        self.status.state = PairState.READY
         report("ready", 1.0)
 
     def swap_speculative(self, settings: EngineSettings, tag=None,
@@ -115,7 +115,7 @@ class EnginePair:
         """Replace only the speculative engine (same baseline): switching between presets that share a
         target reloads one engine, not two."""
         with self._run_lock:
-            self.status.state = "loading"
+            self.status.state = PairState.LOADING
             if progress:
                 progress("loading the speculative engine", 0.5)
             try:
@@ -123,14 +123,14 @@ class EnginePair:
                 self.engines[SPECULATIVE] = Engine(settings)
                 self._call(self.engines[SPECULATIVE].start())
             except Exception as exc:
-                self.status.state, self.status.message = "error", str(exc)
+                self.status.state, self.status.message = PairState.ERROR, str(exc)
                 raise
             self.tag = tag or self.tag
             self.status.load_seconds = {**(self.status.load_seconds or {}),
                                         SPECULATIVE: round(self.engines[SPECULATIVE].load_seconds, 1)}
         if self._warmup:
             self._warm_up()
-        self.status.state, self.status.message, self.status.progress = "ready", "ready", 1.0
+        self.status.state, self.status.message, self.status.progress = PairState.READY, "ready", 1.0
 
     async def _shutdown_one(self, role: str) -> None:
         self.engines[role].shutdown()
@@ -142,7 +142,7 @@ class EnginePair:
                                         ignore_eos=True)
         else:
             request = GenerationRequest(prompt=WARMUP_PROMPT, max_tokens=24, ignore_eos=True)
-        for event in self.stream(request, schedule="sequential"):
+        for event in self.stream(request, schedule=Schedule.SEQUENTIAL):
             if isinstance(event, RunFinished) and event.error:  # a dead engine must not pass for a ready one
                 raise EngineStartError(f"warm-up failed: {event.error}")
 
@@ -155,7 +155,7 @@ class EnginePair:
                 pass
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
-        self.status.state = "stopped"
+        self.status.state = PairState.STOPPED
 
     async def _shutdown_engines(self) -> None:
         # Both at once, each from a thread (vLLM's shutdown cancels its output task thread-safely): an engine
@@ -177,7 +177,7 @@ class EnginePair:
     # -- running ------------------------------------------------------------------------------------
     @property
     def ready(self) -> bool:
-        return self.status.state == "ready"
+        return self.status.state == PairState.READY
 
     def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
         """Validate and tokenize once; both engines get exactly these ids. Raises PromptError."""
@@ -192,7 +192,7 @@ class EnginePair:
         """Run `request` through both engines; yield RunStarted, then each StepEvent as it arrives
         (engines interleaved), then RunFinished. Setting `cancel` aborts both requests.
         Raises PromptError before anything runs if the prompt is unusable."""
-        if schedule not in ("concurrent", "sequential"):
+        if schedule not in tuple(Schedule):
             raise ValueError(f"schedule must be 'concurrent' or 'sequential', not {schedule!r}")
         ids = self.prompt_token_ids(request)
         with self._run_lock:
@@ -233,7 +233,7 @@ class EnginePair:
         counters_before = spec.counters()
         error = exact = None
         try:
-            if schedule == "concurrent":
+            if schedule == Schedule.CONCURRENT:
                 tasks = {role: asyncio.ensure_future(self._stream_one(role, run_id, ids, request, events,
                                                                       counters_before))
                          for role in (BASELINE, SPECULATIVE)}
@@ -279,8 +279,9 @@ class EnginePair:
                 if role == SPECULATIVE:
                     exact = chunk.counters
                     counters = exact if exact is not None else engine.counters().minus(counters_before)
-                events.put(StepEvent(role, step, tuple(chunk.token_ids), chunk.text, now, submitted, chunk.finished,
-                                     chunk.finish_reason, counters))
+                events.put(StepEvent(engine=role, step=step, token_ids=tuple(chunk.token_ids), text=chunk.text,
+                                     time=now, submitted_at=submitted, finished=chunk.finished,
+                                     finish_reason=chunk.finish_reason, counters=counters))
                 step += 1
                 if run_id in self._cancelled and not chunk.finished:  # the abort came before vLLM knew the
                     await engine.abort(f"{run_id}-{role}")                # request (a no-op then): again
@@ -303,7 +304,8 @@ class EnginePair:
                      concurrency: int, cancel: threading.Event | None) -> BatchResult:
         engine = self.engines[role]
         before = engine.counters()
-        traces = [EngineTrace(role) for _ in requests]
+        # exact step counts, as in a comparison: the baseline's from its tokens, a request's from its counters
+        traces = [EngineTrace(role, count_steps_from=TOKENS if role == BASELINE else CHUNKS) for _ in requests]
         exact: list[SpecDecodeCounters | None] = [None] * len(requests)  # each request's own, if reported
         slots = asyncio.Semaphore(concurrency)  # FIFO: requests enter in order as earlier ones finish
 
@@ -315,12 +317,16 @@ class EnginePair:
                 traces[i].submitted_at = submitted
                 # timestamps taken here, on the loop, as each chunk arrives: no queue between
                 async for chunk in engine.stream(request_id, ids[i], requests[i]):
-                    traces[i].add(StepEvent(role, len(traces[i].step_sizes), tuple(chunk.token_ids), chunk.text,
-                                            time.monotonic(), submitted, chunk.finished, chunk.finish_reason))
+                    traces[i].add(StepEvent(engine=role, step=len(traces[i].step_sizes),
+                                            token_ids=tuple(chunk.token_ids), text=chunk.text,
+                                            time=time.monotonic(), submitted_at=submitted,
+                                            finished=chunk.finished, finish_reason=chunk.finish_reason))
                     exact[i] = chunk.counters
                     if cancel is not None and cancel.is_set() and not chunk.finished:
                         await engine.abort(request_id)
                         break
+                if exact[i] is not None:
+                    traces[i].set_verified_steps(exact[i].num_drafts, exact[i].num_accepted_tokens)
 
         started = time.monotonic()
         await asyncio.gather(*(one(i) for i in range(len(requests))))

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from specplay.run import metrics
 from specplay.run.comparison import Comparison, EngineTrace
 from specplay.core import style
+from specplay.core.trace import decode_rate
 from specplay.core.style import COLORS
 from specplay.core.events import BASELINE, SPECULATIVE
 
@@ -46,10 +47,10 @@ def rate_over_time(trace: EngineTrace, origin: float) -> tuple[list[float], list
     produced = first_size
     for size, when in zip(trace.step_sizes[1:], trace.step_times[1:]):
         produced += size
-        elapsed = when - first_time
-        if elapsed > 0:
+        rate = decode_rate(produced - first_size, when - first_time)
+        if rate is not None:
             xs.append(round(when - origin, 4))
-            ys.append(round((produced - first_size) / elapsed, 3))
+            ys.append(round(rate, 3))
     return xs, ys
 
 
@@ -126,8 +127,8 @@ def memory_figure(series: dict, label: str, origin: float | None) -> go.Figure:
 SUMMARY_COLUMNS = ["figure", "baseline", "speculative"]
 
 
-def summary_table(result: dict | None) -> pd.DataFrame:
-    """This run's figures, one row each (the CLI report's rows, from playground.metrics)."""
+def summary_table(result) -> pd.DataFrame:
+    """A RunResult's figures, one row each (the CLI report's rows, from specplay.run.metrics)."""
     return pd.DataFrame(metrics.table_rows(result) if result else [], columns=SUMMARY_COLUMNS)
 
 
@@ -141,15 +142,17 @@ def csv_safe(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def history_row(result: dict, number: int, preset: str, prompt: str, max_tokens: int, temperature: float) -> dict:
-    """One finished run as a row of the session history (numbers kept numeric, for the CSV)."""
+def history_row(result, number: int, prompt: str) -> dict:
+    """One finished RunResult as a row of the session history (numbers kept numeric, for the CSV); the
+    result carries its preset and request (max tokens, temperature)."""
     prompt = csv_safe(prompt)
-    outcome = "error" if result.get("error") else "stopped" if result.get("cancelled") else "done"
+    outcome = "error" if result.error else "stopped" if result.cancelled else "done"
+    request = result.request
     return {
-        "run": number, "preset": preset, "prompt": prompt if len(prompt) <= 60 else prompt[:57] + "...",
-        "max_tokens": max_tokens, "temperature": temperature, "schedule": result.get("schedule"),
-        "outcome": outcome, "identical": result["identical"], "first_divergence": result["first_divergence"],
-        **metrics.flat_row(result),
+        "run": number, "preset": result.preset, "prompt": prompt if len(prompt) <= 60 else prompt[:57] + "...",
+        "max_tokens": request.max_tokens if request else None, "temperature": request.temperature if request else None,
+        "schedule": result.schedule, "outcome": outcome, "identical": result.identical,
+        "first_divergence": result.first_divergence, **metrics.flat_row(result),
     }
 
 

@@ -81,7 +81,7 @@ def _stream(place: RunPlace, pair, live: LiveRun, session: str):
     cancel = place.registry.new(session)
     outcome = _Outcome()
     with place.manager.run_lock:
-        stream = pair.stream(live.request, schedule=live.schedule, cancel=cancel)
+        stream = live.stream(pair, cancel)  # each event is in live.comparison once yielded
         finished = False
         try:
             finished = yield from _redraws(place, live, stream, cancel, outcome)
@@ -101,7 +101,6 @@ def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):
     the operator's limit. Returns whether the run finished (RunFinished arrived)."""
     last, started = 0.0, time.monotonic()
     for event in stream:
-        live.add(event)
         if isinstance(event, RunFinished):
             return True
         now = time.monotonic()

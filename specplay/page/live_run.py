@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from specplay.page import charts
 
 from specplay.page import views
+from specplay.run import stream
 from specplay.run.comparison import Comparison
-from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
-from specplay.run.explain import explain
-from specplay.page.inputs import SEQUENTIAL
+from specplay.run.result import RunResult
+from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, Schedule
 from specplay.presets.catalog import Preset, where_it_pays
 
 UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
@@ -38,19 +38,33 @@ class LiveRun:
     preset: Preset
     request: GenerationRequest
     decoders: dict
-    schedule: str = SEQUENTIAL
+    schedule: str = Schedule.SEQUENTIAL
     device: str = "cpu"
     engines: dict = field(default_factory=dict)  # per role: how vLLM resolved it (async scheduling, dtype)
     comparison: Comparison = None
     pieces: dict = field(default_factory=dict)
+    step_floor_s: float | None = None  # the baseline step's bandwidth floor; found from the preset on a GPU
+    _result: RunResult | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         self.comparison = Comparison(decode=self.decoders.get(BASELINE),
                                      num_speculative_tokens=self.preset.num_speculative_tokens)
         self.pieces = {role: views.TokenPieces(self.decoders.get(role)) for role in (BASELINE, SPECULATIVE)}
+        if self.step_floor_s is None and self.device == "gpu":
+            from specplay.core.hardware import detect
+
+            self.step_floor_s = target_step_floor_s(self.preset, detect())
 
     def add(self, event) -> None:
         self.comparison.add(event)
+        self._result = None
+
+    def stream(self, pair, cancel=None):
+        """Run this request on `pair`, each event added to the Comparison before it is yielded (the page
+        redraws between them)."""
+        for event in stream.events(pair, self.request, self.schedule, self.comparison, cancel):
+            self._result = None
+            yield event
 
     @property
     def synthetic(self) -> bool:
@@ -59,7 +73,7 @@ class LiveRun:
     @property
     def replayable(self) -> bool:
         c = self.comparison
-        return (self.schedule == SEQUENTIAL and c.done and not c.finished.error and not c.finished.cancelled
+        return (self.schedule == Schedule.SEQUENTIAL and c.done and not c.finished.error and not c.finished.cancelled
                 and c.replay_seconds > 0)
 
     def replay_speed(self) -> float:
@@ -74,8 +88,8 @@ class LiveRun:
         done = c.done and not c.finished.error
         divergence = c.first_divergence if done else None
         texts = {role: self.pieces[role].update(c.traces[role].token_ids) for role in (BASELINE, SPECULATIVE)}
-        waiting = (at is None and self.schedule == SEQUENTIAL and not c.done and not c.speculative.token_ids)
-        badge_phase = "sequential" if phase == "live" and self.schedule == SEQUENTIAL else phase
+        waiting = (at is None and self.schedule == Schedule.SEQUENTIAL and not c.done and not c.speculative.token_ids)
+        badge_phase = "sequential" if phase == "live" and self.schedule == Schedule.SEQUENTIAL else phase
         speed = self.replay_speed() if at is not None else 1.0
         note = f" (shown {speed:.1f}× faster than real time)" if speed > 1.0 else ""
         out = {
@@ -106,15 +120,13 @@ class LiveRun:
         return views.pane_html(role, "Speculative", f"{self.preset.method}, k={k}: verified drafts", body,
                                views.stats_line(c, role))
 
-    def result(self) -> dict:
-        """The `compare --json` object of this run, plus what the page adds: preset, request, engines, why."""
-        out = self.comparison.as_dict()
-        out["run_id"] = self.comparison.run_id  # numbered on the engine pair in the order runs start
-        out["preset"] = self.preset.name
-        out["request"] = {"max_tokens": self.request.max_tokens, "temperature": self.request.temperature}
-        out["engines"] = self.engines
-        out["explanation"] = explain(out, self.preset.method, self.preset.num_speculative_tokens, self.device)
-        return out
+    def result(self) -> RunResult:
+        """This run, typed; its `to_json()` is the `compare --json` object plus the page's run id and request."""
+        if self._result is None or not self.comparison.done:
+            self._result = RunResult.of(self.comparison, self.preset, device=self.device, engines=self.engines,
+                                        run_id=self.comparison.run_id, request=self.request,
+                                        step_floor_s=self.step_floor_s)
+        return self._result
 
     def final(self, sampler=None, history: list | None = None, csv_path: str | None = None,
               error: str | None = None) -> dict:
@@ -123,11 +135,11 @@ class LiveRun:
         return {
             **self.frame(sampler),
             "error": views.error_html(error),
-            "explain": views.explain_html(result, result["explanation"], self.expectation()),
+            "explain": views.explain_html(result, self.expectation()),
             "summary": charts.summary_table(result),
             "history_df": charts.history_table(history or []),
             "history_file": csv_path,
-            "result": result,
+            "result": result.to_json(),
         }
 
     def expectation(self) -> str | None:
@@ -137,11 +149,32 @@ class LiveRun:
     def history_row(self, number: int) -> dict:
         req = self.request
         prompt = req.prompt if req.prompt_token_ids is None else " ".join(map(str, req.prompt_token_ids))
-        return charts.history_row(self.result(), number, self.preset.name, prompt, req.max_tokens, req.temperature)
+        return charts.history_row(self.result(), number, prompt)
 
 
 def empty_frame(preset: Preset) -> dict:
     """What the page shows before any run (also loads plotly's machinery at start, not in a run)."""
     live = LiveRun(preset, GenerationRequest(prompt="-"), {})
-    return {**live.frame(), "badge": views.badge_html(None), "explain": views.explain_html(None, None),
+    return {**live.frame(), "badge": views.badge_html(None), "explain": views.explain_html(None),
             "summary": charts.summary_table(None)}
+
+
+_FLOORS: dict[tuple[str, str | None], float | None] = {}  # per preset and GPU: its memory plan reads configs
+
+
+def target_step_floor_s(preset: Preset, hardware) -> float | None:
+    """The baseline step's bandwidth floor on this GPU: the target's weights on one GPU (the memory plan
+    counts them from its config) read at the GPU's memory bandwidth; None on a CPU or an unknown GPU."""
+    from specplay.core.hardware import bandwidth_floor_s, memory_bandwidth
+    from specplay.plan.memory import plan
+
+    if memory_bandwidth(hardware.gpu_name if hardware.gpu_count else None) is None:
+        return None
+    key = (preset.name, hardware.gpu_name)
+    if key not in _FLOORS:
+        try:
+            weights = plan(preset, hardware).engine(BASELINE).weight_bytes_per_device
+        except Exception:  # the floor only sharpens the explanation: never fail a run for it
+            weights = None
+        _FLOORS[key] = bandwidth_floor_s(weights, hardware)
+    return _FLOORS[key]

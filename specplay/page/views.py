@@ -142,7 +142,7 @@ def legend_html(k: int) -> str:
 def stats_line(comparison: Comparison, role: str) -> str:
     trace = comparison.traces[role]
     rate = trace.tokens_per_s
-    text = f"{len(trace.token_ids)} tokens · {len(trace.step_sizes)} steps"
+    text = f"{len(trace.token_ids)} tokens · {trace.steps} steps"
     return text + (f" · {rate:.1f} tok/s" if rate else "")
 
 
@@ -166,15 +166,14 @@ def _context(pieces: list[str], start: int, end: int) -> str:
 
 
 def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | None = None,
-               temperature: float = 0.0, synthetic: bool = False, running: bool = False,
-               max_tokens: int | None = None, phase: str = "live", note: str = "") -> str:
+               temperature: float = 0.0, synthetic: bool = False, max_tokens: int | None = None, phase: str = "live", note: str = "") -> str:
     """The identity verdict. Before a run: a hint; while streaming or replaying (`phase`): progress; when both finished:
     identical, or where they diverged with both continuations and why that happens."""
     if comparison is None:
         return '<div class="badge idle">Run a prompt: both engines answer it, and the panes race.</div>'
     b, s = comparison.baseline, comparison.speculative
     finished = comparison.finished
-    if running or finished is None:
+    if finished is None:
         total = f" / {max_tokens}" if max_tokens else ""
         doing = {"replay": "Replaying both runs on one clock, each at the speed it had alone…",
                  "sequential": "Streaming… baseline first, then speculative, each alone on the device:"}.get(
@@ -230,14 +229,14 @@ ACCEPTANCE_SOURCES = {
 }
 
 
-def explain_html(result: dict | None, sentence: str | None, expectation: str | None = None) -> str:
+def explain_html(result, expectation: str | None = None) -> str:
     """speedup = tokens-per-step ratio ÷ step-time ratio, as three cards with bars against 1×, which engine
     got async scheduling, where the acceptance counters came from, and the sentence that says which factor
-    decides."""
-    if not result or result.get("speedup") is None:
+    decides (`result`: a RunResult, or None before a run)."""
+    if result is None or result.speedup is None:
         return ('<div class="explain idle">After a run: the speedup split into what acceptance buys '
                 '(tokens per step) and what a speculative step costs (step time).</div>')
-    gain, cost, speedup = result.get("tokens_per_step_ratio"), result.get("step_cost_ratio"), result["speedup"]
+    gain, cost, speedup = result.tokens_per_step_ratio, result.step_cost_ratio, result.speedup
     top = max(2.0, *(v for v in (gain, cost, speedup) if v)) * 1.1
     cards = (_factor_card("tokens per step", gain, "speculative ÷ baseline: what acceptance buys",
                           None if gain is None else gain > 1.0, top)
@@ -246,20 +245,19 @@ def explain_html(result: dict | None, sentence: str | None, expectation: str | N
                             None if cost is None else cost <= 1.0, top)
              + '<div class="op">=</div>'
              + _factor_card("speedup", speedup, "decode tokens/s, speculative ÷ baseline", speedup >= 1.0, top))
-    engines = result.get("engines") or {}
     chips = []
     for role, label in ((BASELINE, "baseline"), (SPECULATIVE, "speculative")):
-        flag = (engines.get(role) or {}).get("async_scheduling")
+        flag = result.async_scheduling(role)
         state = "unknown" if flag is None else "on" if flag else "off"
-        runner = {"v1": ", V1 model runner", "v2": ", Model Runner V2"}.get((engines.get(role) or {}).get("model_runner"), "")
+        runner = {"v1": ", V1 model runner", "v2": ", Model Runner V2"}.get(result.model_runner(role), "")
         chips.append(f'<span class="chip async-{state}">{label}: async scheduling {state}{runner}</span>')
-    source = ACCEPTANCE_SOURCES.get((result.get(SPECULATIVE) or {}).get("acceptance_source"))
+    source = ACCEPTANCE_SOURCES.get(result.acceptance_source)
     if source:
         chips.append(f'<span class="chip source" title="{esc(source[1])}">acceptance: {esc(source[0])}</span>')
     out = (f'<div class="explain"><div class="factors">{cards}</div>'
            f'<div class="async">{"".join(chips)}</div>')
-    if sentence:
-        out += f'<div class="why-sentence">{esc(sentence)}</div>'
+    if result.explanation:
+        out += f'<div class="why-sentence">{esc(result.explanation)}</div>'
     if expectation:
         out += f'<div class="expectation">{esc(expectation)}</div>'
     return out + "</div>"

@@ -5,8 +5,12 @@ Definitions (documented in the README):
 - ttft_s: first token's arrival minus the request's submission.
 - tokens_per_s: decode throughput, (tokens - 1) / (last token's arrival - first token's arrival); the
   first token comes from prefill, which speculation doesn't change.
+- steps: engine steps, counted exactly where possible (`steps_source`): the speculative engine's from its
+  request's own counters ("per-request"), the baseline's from its tokens ("tokens", one a step), else the
+  streamed chunks ("chunks": vLLM merges DELTA chunks a lagging consumer hasn't taken, so chunks may
+  undercount).
 - step_seconds: mean decode step, (last arrival - first arrival) / (steps - 1).
-- tokens_per_step: mean tokens a decode step emitted, (tokens - first step's) / (steps - 1).
+- tokens_per_step: mean tokens a decode step emitted, (tokens - first chunk's) / (steps - 1).
   So tokens_per_s = tokens_per_step / step_seconds, exactly.
 - speedup: speculative tokens_per_s / baseline tokens_per_s
          = tokens_per_step_ratio (spec / baseline) / step_cost_ratio (spec step_seconds / baseline's).
@@ -20,8 +24,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from specplay.core.events import BASELINE, ROLES, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
-from specplay.core.trace import EngineTrace, _round
+from specplay.core.events import (
+    BASELINE, PER_REQUEST, SPECULATIVE, TOKENS, RunFinished, RunStarted, SpecDecodeCounters, StepEvent,
+)
+from specplay.core.trace import EngineTrace
 
 
 def first_divergence(a: list[int], b: list[int]) -> int | None:
@@ -47,7 +53,8 @@ class Comparison:
     """Accumulates one run's events; readable at any moment (live charts) and at the end (verdict)."""
 
     def __init__(self, decode: Callable[[list[int]], str] | None = None, num_speculative_tokens: int | None = None):
-        self.traces = {role: EngineTrace(role) for role in ROLES}
+        # the baseline doesn't speculate: one token a step, however vLLM merged its chunks
+        self.traces = {BASELINE: EngineTrace(BASELINE, count_steps_from=TOKENS), SPECULATIVE: EngineTrace(SPECULATIVE)}
         self.counters = SpecDecodeCounters()
         self.counters_source: str | None = None  # PER_REQUEST or ENGINE_DELTA, once the run has finished
         self.decode = decode
@@ -71,6 +78,8 @@ class Comparison:
             self.finished = event
             self.counters = event.counters
             self.counters_source = getattr(event, "counters_source", None)
+            if self.counters_source == PER_REQUEST:
+                self.speculative.set_verified_steps(self.counters.num_drafts, self.counters.num_accepted_tokens)
 
     @property
     def baseline(self) -> EngineTrace:
@@ -126,43 +135,10 @@ class Comparison:
             view.counters = view.counter_history[-1][1] if view.counter_history else SpecDecodeCounters()
         if seconds >= self.replay_seconds:
             view.counters, view.finished, view.counters_source = self.counters, self.finished, self.counters_source
+            view.traces = self.traces
         return view
 
     @property
     def replay_seconds(self) -> float:
         """How long a replay on one clock lasts: the slower engine's submission-to-last-token time."""
         return max((t.total_seconds or 0.0) for t in self.traces.values())
-
-    def as_dict(self) -> dict:
-        """The `compare --json` object."""
-        index = self.first_divergence
-        spec = self.speculative.as_dict()
-        c = self.counters
-        spec.update({
-            "acceptance_rate": _round(c.acceptance_rate, 4),
-            "mean_acceptance_length": _round(c.mean_acceptance_length, 3),
-            "accepted_per_position": list(c.accepted_per_position),
-            "num_drafts": c.num_drafts,
-            "num_draft_tokens": c.num_draft_tokens,
-            "num_accepted": c.num_accepted_tokens,
-            "acceptance_source": self.counters_source,
-            "efficiency": _round(self.efficiency, 3),
-        })
-        out = {
-            "identical": self.identical,
-            "first_divergence": index,
-            "speedup": _round(self.speedup, 3),
-            "tokens_per_step_ratio": _round(self.tokens_per_step_ratio, 4),
-            "step_cost_ratio": _round(self.step_cost_ratio, 4),
-            "schedule": self.schedule,
-            "prompt_tokens": len(self.prompt_token_ids),
-            BASELINE: self.baseline.as_dict(),
-            SPECULATIVE: spec,
-        }
-        if index is not None and self.decode is not None:
-            out["divergence_context"] = divergence_context(self.baseline.token_ids, self.speculative.token_ids,
-                                                           index, self.decode)
-        if self.finished is not None and (self.finished.error or self.finished.cancelled):
-            out["error"] = self.finished.error
-            out["cancelled"] = self.finished.cancelled
-        return out

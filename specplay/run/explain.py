@@ -17,7 +17,12 @@ from specplay.core.events import BASELINE, SPECULATIVE
 PAYS = 1.05  # above this the run counts as a win, below 1/PAYS as a loss
 WEAK_GAIN = 1.25  # fewer than a quarter of a token extra per step: drafts are rarely accepted
 HEAVY_COST = 1.25  # a speculative step a quarter longer than a plain one is expensive
-SMALL_STEP_S = 0.005  # a GPU decode step this short is mostly fixed per-step overhead, not the model
+# A decode step reads every weight once, so weight bytes ÷ memory bandwidth is its floor. A step well above a
+# small floor is mostly fixed per-step overhead (launches, scheduling), which drafting adds to.
+OVERHEAD_BOUND = 2.0  # measured step > this × the floor
+SMALL_FLOOR_S = 0.002  # ... and the floor under 2 ms (a ~1B model on a datacenter GPU)
+V2_DRAFT_ADVICE = ("the V1 runner (`model_runner: v1` in the preset, that is VLLM_USE_V2_MODEL_RUNNER=0) or "
+                   "parallel drafting (PARD) would pay")
 
 GAIN_ADVICE = {
     "ngram": "n-gram drafts come from the prompt, so a prompt whose answer copies from it (a rewrite, a code "
@@ -36,23 +41,38 @@ class Factors:
     acceptance_rate: float | None
     baseline_step_s: float
     async_scheduling: dict  # role -> bool | None
+    step_floor_s: float | None = None  # the baseline step's bandwidth floor, when known
+    model_runner: str | None = None  # the speculative engine's ("v1" | "v2"), when known
 
 
-def factors(result: dict) -> Factors | None:
-    """The two factors of a `compare --json` object, or None when the run has too few steps to time."""
-    speedup, gain, cost = result.get("speedup"), result.get("tokens_per_step_ratio"), result.get("step_cost_ratio")
-    step = (result.get(BASELINE) or {}).get("step_seconds")
+def factors(result, step_floor_s: float | None = None) -> Factors | None:
+    """The two factors of a RunResult, or None when the run has too few steps to time."""
+    speedup, gain, cost = result.speedup, result.tokens_per_step_ratio, result.step_cost_ratio
+    step = result.baseline.step_seconds
     if not (speedup and gain and cost and step):
         return None
-    engines = result.get("engines") or {}
-    return Factors(speedup, gain, cost, (result.get(SPECULATIVE) or {}).get("acceptance_rate"), step,
-                   {role: (engines.get(role) or {}).get("async_scheduling") for role in (BASELINE, SPECULATIVE)})
+    return Factors(speedup, gain, cost, result.acceptance_rate, step,
+                   {role: result.async_scheduling(role) for role in (BASELINE, SPECULATIVE)},
+                   step_floor_s, result.model_runner(SPECULATIVE))
+
+
+def overhead_bound(f: Factors) -> bool:
+    """The baseline step is mostly fixed overhead: well above its bandwidth floor, and that floor small."""
+    floor = f.step_floor_s
+    return bool(floor) and floor < SMALL_FLOOR_S and f.baseline_step_s > OVERHEAD_BOUND * floor
+
+
+def v2_eager_draft(f: Factors, method: str, device: str) -> bool:
+    return method == "draft_model" and device == "gpu" and f.model_runner == "v2"
 
 
 def cost_reasons(f: Factors, method: str, k: int, device: str) -> list[str]:
     """What makes a speculative step expensive here, from the measured figures and the engines' config, the
     most telling first (the sentence names two at most)."""
     reasons = []
+    if v2_eager_draft(f, method, device):
+        reasons.append(f"on Model Runner V2 this vLLM runs the draft model without CUDA graphs ({k} eager draft "
+                       f"passes a step)")
     if f.async_scheduling.get(SPECULATIVE) is False and f.async_scheduling.get(BASELINE):
         reasons.append("the speculative engine runs without async scheduling on this vLLM, the baseline with it")
     if method in ("draft_model", "eagle", "eagle3") and f.cost > 1:
@@ -60,23 +80,26 @@ def cost_reasons(f: Factors, method: str, k: int, device: str) -> list[str]:
         if method == "draft_model" and per_pass >= 0.15:
             reasons.append(f"the draft is slow relative to the target: each of its {k} passes adds about "
                            f"{per_pass:.0%} of a target step")
-    if device == "gpu" and f.baseline_step_s < SMALL_STEP_S:
+    if overhead_bound(f):
         reasons.append(f"the target is too small for speculation to pay on this device: a "
-                       f"{f.baseline_step_s * 1000:.1f} ms step is mostly fixed overhead, which drafting adds to")
+                       f"{f.baseline_step_s * 1000:.1f} ms step, where reading the weights takes "
+                       f"{f.step_floor_s * 1000:.1f} ms, is mostly fixed overhead, which drafting adds to")
     if not reasons:
         reasons.append(f"proposing drafts and verifying {k + 1} tokens costs more than one plain step here")
     return reasons
 
 
-def explain(result: dict, method: str, k: int, device: str) -> str | None:
-    """One sentence: which factor decides this run's speedup, and what would help when it loses."""
-    f = factors(result)
+def explain(result, method: str, k: int, device: str, step_floor_s: float | None = None) -> str | None:
+    """One sentence: which factor decides this run's speedup, and what would help when it loses. `result`:
+    a RunResult or its Factors; `step_floor_s`: see Factors."""
+    f = result if isinstance(result, Factors) else factors(result, step_floor_s)
     if f is None:
         return None
     head = f"{f.gain:.2f}× the tokens per step at {f.cost:.2f}× the step time"
     weak, heavy = f.gain < WEAK_GAIN, f.cost > HEAVY_COST
     accepted = f"{f.acceptance_rate:.0%} of drafted tokens accepted" if f.acceptance_rate is not None else "few drafts accepted"
     advice = GAIN_ADVICE.get(method, "a better draft would help")
+    fix = f"; {V2_DRAFT_ADVICE}" if v2_eager_draft(f, method, device) else ""  # eager drafts: the cost's cure
     if f.speedup >= PAYS:
         if heavy:
             return (f"Speculation pays ({f.speedup:.2f}×): {head}; cheaper steps would gain more, since "
@@ -85,10 +108,10 @@ def explain(result: dict, method: str, k: int, device: str) -> str | None:
     if weak and heavy:
         return (f"Both factors lose ({f.speedup:.2f}×): only {accepted} ({f.gain:.2f}× the tokens per step), and "
                 f"each step takes {f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}; "
-                f"{advice}.")
+                f"{advice}{fix}.")
     if heavy:
         return (f"Steps are too expensive ({f.speedup:.2f}×): each yields {f.gain:.2f}× the tokens but takes "
-                f"{f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}.")
+                f"{f.cost:.2f}× as long, since {'; '.join(cost_reasons(f, method, k, device)[:2])}{fix}.")
     if weak:
         return (f"Drafts were rarely accepted ({f.speedup:.2f}×): {accepted}, so a step yields only {f.gain:.2f}× "
                 f"the tokens, not enough for steps {f.cost:.2f}× as long; {advice}.")

@@ -1,6 +1,6 @@
 """One run's figures, each defined once: its label, its format, and whether it is per engine or for the
-run. The CLI report, the page's table, the history CSV and the benchmarks all read a run through here,
-from the `compare --json` object (`Comparison.as_dict()`), so a figure reads the same everywhere.
+run. The CLI report, the page's table and the history CSV read a RunResult through here (the benchmarks
+take the figures' labels and digits), so a figure reads the same everywhere.
 Definitions are in `comparison.py` and the README.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specplay.core.events import BASELINE, ROLES, SPECULATIVE
+from specplay.core.events import ROLES, SPECULATIVE
 
 ENGINE, RUN, SPEC_ONLY = "engine", "run", "speculative"
 
 
 @dataclass(frozen=True)
 class Figure:
-    key: str  # the key in the JSON (per engine or top level); the CSV column stem
+    key: str  # the RunResult field and JSON key (per engine or top level); the CSV column stem
     label: str
     fmt: str  # format spec for people
     scope: str  # ENGINE: one value per engine; SPEC_ONLY: the speculative engine's; RUN: one for the run
@@ -42,14 +42,11 @@ FIGURES = (
 BY_KEY = {f.key: f for f in FIGURES}
 
 
-def value(result: dict, figure: Figure, role: str = SPECULATIVE):
-    """The raw value of `figure` in a `compare --json` object (for `role` when per engine)."""
-    if figure.scope == RUN:
-        return result.get(figure.key)
-    side = result.get(role) or {}
-    if figure.key == "tokens":
-        return len(side.get("token_ids") or [])
-    return side.get(figure.key)
+def value(result, figure: Figure, role: str = SPECULATIVE):
+    """The raw value of `figure` in a RunResult (for `role` when per engine); None where it has none."""
+    if figure.scope == ENGINE:
+        return getattr(result.side(role), figure.key, None)
+    return getattr(result, figure.key, None)
 
 
 def fmt(raw, figure: Figure, none: str = "—") -> str:
@@ -58,7 +55,7 @@ def fmt(raw, figure: Figure, none: str = "—") -> str:
     return format(raw * figure.scale if figure.scale != 1.0 else raw, figure.fmt) + figure.suffix
 
 
-def table_rows(result: dict, keys: tuple[str, ...] | None = None) -> list[tuple[str, str, str]]:
+def table_rows(result, keys: tuple[str, ...] | None = None) -> list[tuple[str, str, str]]:
     """(label, baseline, speculative) per figure: the CLI report and the page's table."""
     rows = []
     for figure in (BY_KEY[k] for k in keys) if keys else FIGURES:
@@ -70,21 +67,23 @@ def table_rows(result: dict, keys: tuple[str, ...] | None = None) -> list[tuple[
     return rows
 
 
-def flat_row(result: dict) -> dict:
-    """Every figure as a number, one column each (per-engine figures suffixed _baseline/_speculative):
-    the history CSV and the benchmarks' rows."""
+def flat_row(result) -> dict:
+    """Every figure of a RunResult as a number, one column each (per-engine figures suffixed
+    _baseline/_speculative): the history CSV's row."""
     row = {}
-    for figure in FIGURES:
-        roles = ROLES if figure.scope == ENGINE else (None,)
-        for role in roles:
-            raw = value(result, figure, role or SPECULATIVE)
-            if isinstance(raw, float):
-                raw = round(raw, figure.digits)
-            row[figure.key if role is None else f"{figure.key}_{role}"] = raw
+    for column, figure, role in figure_columns(FIGURES):
+        raw = value(result, figure, role or SPECULATIVE) if result is not None else None
+        row[column] = rounded(raw, figure)
     return row
 
 
-FLAT_COLUMNS = tuple(flat_row({BASELINE: {}, SPECULATIVE: {}}))
+def figure_columns(figures) -> list[tuple[str, Figure, str | None]]:
+    """(column, figure, role or None) for each figure, per-engine ones once per engine."""
+    return [(f.key if role is None else f"{f.key}_{role}", f, role)
+            for f in figures for role in (ROLES if f.scope == ENGINE else (None,))]
+
+
+FLAT_COLUMNS = tuple(column for column, _, _ in figure_columns(FIGURES))
 
 
 # -- a bench row (playground.bench): the figures above pooled over a batch of requests, plus the batch's own.
@@ -104,17 +103,11 @@ BENCH_FIGURES = (
     Figure("latency_p90_s", "request latency p90 (s)", ".2f", ENGINE, digits=3),
     Figure("identical", "identical outputs at T=0 (requests)", "d", RUN),
 )
-BENCH_BY_KEY = {f.key: f for f in BENCH_FIGURES}
 
 
 def bench_columns(figures=BENCH_FIGURES) -> list[tuple[str, Figure, str | None]]:
     """(column, figure, role or None) for each figure of a bench row, per-engine ones once per engine."""
-    return [(f.key if role is None else f"{f.key}_{role}", f, role)
-            for f in figures for role in (ROLES if f.scope == ENGINE else (None,))]
-
-
-def column_label(figure: Figure, role: str | None) -> str:
-    return figure.label if role is None else f"{figure.label}, {role}"
+    return figure_columns(figures)
 
 
 def rounded(raw, figure: Figure):

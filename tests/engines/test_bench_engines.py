@@ -58,7 +58,7 @@ def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
                  "--temperature", "0,0.5", "--max-tokens", "16", "--out", str(out), "--json"], pair=ngram_pair) == 0
     printed = capsys.readouterr()
     result = json.loads(printed.out)
-    assert "] 8/8 100%" in printed.err  # the progress bar: 4 baseline and 4 speculative batches, no restart
+    assert "8/8 100%" in printed.err  # the progress bar: 4 baseline and 4 speculative batches, no restart
     rows = {(r["workload"], r["temperature"]) for r in result["rows"]}
     assert rows == {("rewrite", 0.0), ("rewrite", 0.5), ("code", 0.0), ("code", 0.5)}
     assert all(r["identical"] == 1 for r in result["rows"] if r["temperature"] == 0)

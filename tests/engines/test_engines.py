@@ -5,7 +5,9 @@ import threading
 
 import pytest
 
+from specplay.run import stream
 from specplay.run.comparison import Comparison
+from specplay.run.result import RunResult
 from specplay.core.events import EngineSettings
 from specplay.engine.vllm_engine import EngineStartError, PromptError
 from specplay.engine.pair import EnginePair
@@ -17,22 +19,24 @@ MAX_TOKENS = 64
 
 
 def _compare(pair, prompt, max_tokens=MAX_TOKENS, schedule="concurrent", **kw):
-    comparison = Comparison(decode=pair.engines[BASELINE].decode)
-    for event in pair.stream(GenerationRequest(prompt=prompt, max_tokens=max_tokens, **kw), schedule=schedule):
-        comparison.add(event)
-    return comparison
+    return stream.compare(pair, GenerationRequest(prompt=prompt, max_tokens=max_tokens, **kw), schedule)
+
+
+def _json(c: Comparison) -> dict:
+    return RunResult.of(c).to_json()
 
 
 def _check_statistics(c: Comparison, k: int):
-    from_chunks = check_statistics(c.as_dict(), k, MAX_TOKENS)
-    assert sum(c.speculative.accepted_per_step()) == from_chunks
-    return from_chunks
+    accepted = check_statistics(_json(c), k, MAX_TOKENS)
+    # the panes' per-chunk reading: exact when no chunks merged, one more per merge otherwise
+    assert sum(c.speculative.accepted_per_step()) >= accepted
+    return accepted
 
 
 @pytest.mark.parametrize("prompt_name", list(PROMPTS))
 def test_ngram_outputs_identical_at_temperature_0(ngram_pair, prompt_name):
     c = _compare(ngram_pair, PROMPTS[prompt_name])
-    assert c.identical, c.as_dict().get("divergence_context")
+    assert c.identical, _json(c).get("divergence_context")
     assert c.baseline.text == c.speculative.text and c.baseline.text.strip()
     _check_statistics(c, k=4)
 
@@ -42,7 +46,7 @@ def test_ngram_drafts_on_a_rewrite(ngram_pair):
     assert c.counters.num_drafts > 0 and c.counters.num_accepted_tokens > 0
     assert c.counters.mean_acceptance_length > 1
     assert max(c.speculative.step_sizes) > 1
-    result = c.as_dict()
+    result = _json(c)
     assert result["speculative"]["num_accepted"] == c.counters.num_accepted_tokens
     assert result["speedup"] is not None and result["speculative"]["efficiency"] is not None
     assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
@@ -60,7 +64,7 @@ def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
     before = spec.counters()
     c = _compare(ngram_pair, PROMPTS["code-edit"], max_tokens=MAX_TOKENS, schedule="sequential")
     delta = spec.counters().minus(before)
-    assert c.finished.counters_source == PER_REQUEST and c.as_dict()["speculative"]["acceptance_source"] == PER_REQUEST
+    assert c.finished.counters_source == PER_REQUEST and _json(c)["speculative"]["acceptance_source"] == PER_REQUEST
     assert c.counters == delta and c.counters.num_drafts > 0 and c.counters.num_accepted_tokens > 0
     _check_statistics(c, k=4)  # accepted <= drafted, per-position non-increasing and summing to accepted
     assert c.counter_history[-1][1] == c.counters  # the acceptance chart ends on the same figures
@@ -132,7 +136,7 @@ def test_self_draft_accepts_nearly_everything(self_draft_pair):
     c = _compare(self_draft_pair, PROMPTS["chat-advice"], max_tokens=48, ignore_eos=True)
     assert c.identical
     assert c.counters.acceptance_rate >= 0.95
-    assert c.as_dict()["speculative"]["mean_acceptance_length"] >= 4.5  # k=4: up to 5 tokens a step
+    assert _json(c)["speculative"]["mean_acceptance_length"] >= 4.5  # k=4: up to 5 tokens a step
 
 
 def test_a_compiled_engine_gives_the_eager_engines_tokens(ngram_pair, monkeypatch):
@@ -226,8 +230,10 @@ def test_cli_compare_json_has_every_field(ngram_pair, capsys):
         for key in ("text", "token_ids", "ttft_s", "tokens_per_s", "steps", "step_sizes", "step_seconds",
                     "tokens_per_step"):
             assert key in side, (role, key)
-        assert sum(side["step_sizes"]) == len(side["token_ids"]) and side["steps"] == len(side["step_sizes"])
+        # chunks add up to the output; a chunk is one step or several (merged while the consumer lagged)
+        assert sum(side["step_sizes"]) == len(side["token_ids"]) and side["steps"] >= len(side["step_sizes"])
         assert side["tokens_per_s"] == pytest.approx(side["tokens_per_step"] / side["step_seconds"], rel=0.01)
+    assert result["baseline"]["steps_source"] == "tokens" and result["speculative"]["steps_source"] == "per-request"
     # the speedup's decomposition, measured on real engines, multiplies back to the speedup
     assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
     assert result["engines"]["baseline"]["dtype"] == "float32"

@@ -9,6 +9,7 @@ import pytest
 
 from specplay.page import views
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
+from specplay.run.result import RunResult
 from tests.ui_fixtures import comparison_of
 
 
@@ -100,5 +101,6 @@ def test_run_and_batch_prefer_per_request_counters(exact):
     finally:
         pair.shutdown()
     c = comparison_of([RunFinished("run-0", 1.0, exact or noisy, counters_source=finished.counters_source)])
-    assert c.as_dict()[SPECULATIVE]["acceptance_source"] == finished.counters_source
-    assert "acceptance: " in views.explain_html({**c.as_dict(), "speedup": 1.0}, None)
+    result = RunResult.of(c)
+    assert result.to_json()[SPECULATIVE]["acceptance_source"] == finished.counters_source
+    assert "acceptance: " in views.explain_html(dataclasses.replace(result, speedup=1.0))

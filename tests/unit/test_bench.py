@@ -285,13 +285,13 @@ def test_progress_bar_is_plain_text():
     from specplay.cli.bench import ProgressBar
 
     out = io.StringIO()
-    bar = ProgressBar(out, width=10)
+    bar = ProgressBar(out)
     bar(3, 12, "baseline · code")
     bar(3, 12, "baseline · code")  # unchanged: not repeated in a log
     bar(12, 12, "finished")
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("[##........] 3/12  25%") and lines[0].endswith("baseline · code")
-    assert len(lines) == 2 and lines[1].startswith("[##########] 12/12 100%")
+    assert lines[0].startswith("3/12  25%") and lines[0].endswith("baseline · code")
+    assert len(lines) == 2 and lines[1].startswith("12/12 100%")
 
 
 def test_replot_redraws_a_saved_bench_without_engines(tmp_path):

@@ -7,7 +7,8 @@ import pytest
 
 from specplay.page import charts
 
-from specplay.core.events import BASELINE
+from specplay.core.events import BASELINE, GenerationRequest
+from specplay.run.result import RunResult
 from tests.ui_fixtures import run_with_acceptance
 
 
@@ -48,7 +49,7 @@ def test_memory_figure_is_labelled_and_in_gib():
 
 def test_summary_table_values():
     _, c = run_with_acceptance()
-    df = charts.summary_table(c.as_dict())
+    df = charts.summary_table(RunResult.of(c))
     assert list(df.columns) == charts.SUMMARY_COLUMNS
     rows = {row.figure: row for row in df.itertuples()}
     assert rows["tokens"].speculative == "9" and rows["steps"].speculative == "4" and rows["steps"].baseline == "9"
@@ -61,7 +62,8 @@ def test_summary_table_values():
 
 def test_history_rows_and_csv(tmp_path):
     _, c = run_with_acceptance()
-    rows = [charts.history_row(c.as_dict(), 1, "smollm2-ngram", "x" * 100, 9, 0.0)]
+    result = RunResult.of(c, "smollm2-ngram", request=GenerationRequest(prompt="x" * 100, max_tokens=9))
+    rows = [charts.history_row(result, 1, "x" * 100)]
     df = charts.history_table(rows)
     path = tmp_path / "h.csv"
     df.to_csv(path, index=False)

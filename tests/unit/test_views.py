@@ -100,3 +100,11 @@ def test_badge_identical_diverged_stopped_running():
     assert "Stopped" in views.badge_html(stopped)
     live = comparison_of(synthetic_events([1, 2], [[1]])[:-1])
     assert "Streaming" in views.badge_html(live, max_tokens=9) and "/ 9" in views.badge_html(live, max_tokens=9)
+
+
+def test_pane_stats_count_exact_steps_not_chunks():
+    from tests.unit.test_run_figures import _merged_run
+
+    c = _merged_run()  # the baseline's 9 tokens came in 5 chunks; the speculative 13 in 4 chunks, 5 steps
+    assert views.stats_line(c, BASELINE).startswith("9 tokens · 9 steps")
+    assert views.stats_line(c, SPECULATIVE).startswith("13 tokens · 5 steps")

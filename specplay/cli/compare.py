@@ -1,0 +1,117 @@
+"""`compare`: one prompt through both engines, the verdict, the figures and why (or one JSON object)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from specplay.cli.base import EXIT_CODES, EXIT_OK, EXIT_RUN_ERROR, CLISubcommand, UsageError, stderr_log
+from specplay.core.events import BASELINE, Schedule
+
+DEMO_PROMPT = (
+    "Rewrite the following paragraph in formal English, keeping every fact:\n"
+    "so basically the new build system is way faster, it caches everything it compiled before and only "
+    "rebuilds the files you touched, which means a clean build takes ten minutes but after that most "
+    "builds take under thirty seconds."
+)
+# For presets without a tokenizer (dummy weights): a fixed prompt of 32 token ids.
+DEMO_TOKEN_IDS = tuple(range(1000, 1032))
+
+
+def request_of(args, preset):
+    from specplay.core.events import GenerationRequest
+
+    ids = None
+    if args.prompt_token_ids:
+        try:
+            ids = tuple(int(t) for t in args.prompt_token_ids.replace(",", " ").split())
+        except ValueError:
+            raise UsageError("--prompt-token-ids: expected integers separated by commas") from None
+    elif preset.prompt_input == "token_ids":
+        if args.prompt:
+            raise UsageError(f"{preset.name} has no tokenizer (dummy weights): use --prompt-token-ids")
+        ids = DEMO_TOKEN_IDS
+    return GenerationRequest(
+        prompt=args.prompt if args.prompt is not None else DEMO_PROMPT, prompt_token_ids=ids,
+        max_tokens=args.max_tokens or preset.default_max_tokens, temperature=args.temperature,
+        ignore_eos=args.ignore_eos or preset.ignore_eos,
+    )
+
+
+def step_floor_s(preset, hardware) -> float | None:
+    """The baseline step's bandwidth floor on this GPU: the target's weights on one GPU (the memory plan
+    counts them from its config) read at the GPU's memory bandwidth; None on a CPU or an unknown GPU."""
+    from specplay.core.hardware import bandwidth_floor_s, memory_bandwidth
+    from specplay.plan.memory import plan
+
+    if memory_bandwidth(hardware.gpu_name if hardware.gpu_count else None) is None:
+        return None
+    try:
+        weights = plan(preset, hardware).engine(BASELINE).weight_bytes_per_device
+    except Exception:  # the floor only sharpens the explanation: never fail a run for it
+        return None
+    return bandwidth_floor_s(weights, hardware)
+
+
+class CompareCommand(CLISubcommand):
+    name = "compare"
+    help = "run one prompt through both engines and compare"
+    epilog = EXIT_CODES
+
+    def add_arguments(self, c) -> None:
+        c.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram)")
+        c.add_argument("--prompt", default=None, help="prompt text (default: a rewrite demo prompt)")
+        c.add_argument("--prompt-token-ids", default=None,
+                       help="comma-separated token ids instead of text (dummy-weight presets)")
+        c.add_argument("--max-tokens", type=int, default=None, help="default: the preset's")
+        c.add_argument("--temperature", type=float, default=0.0)
+        c.add_argument("--ignore-eos", action="store_true", help="always generate max tokens")
+        c.add_argument("--schedule", choices=[s.value for s in Schedule], default=Schedule.CONCURRENT.value,
+                       help="run both engines at once (default) or one after the other (clean timings)")
+        c.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def cmd(self, args, pair=None) -> int:
+        """Start the preset's pair, compare one prompt, shut it down. With `pair` (started, this preset's;
+        tests and embedding), compare on that one instead and leave it running."""
+        from specplay.cli.report import print_report
+        from specplay.core.hardware import detect
+        from specplay.engine.vllm_engine import PromptError
+        from specplay.presets.catalog import DEFAULT_PRESET, availability, get_preset
+        from specplay.run import stream
+        from specplay.run.pairs import open_pair
+        from specplay.run.result import RunResult
+
+        preset = get_preset(args.preset or DEFAULT_PRESET)
+        where = availability(preset)
+        if not where.runnable:
+            raise UsageError(f"{preset.name} can't run here: {where.reason}")
+        request = request_of(args, preset)
+        log = stderr_log if args.json else print
+        own = pair is None
+        if not own and getattr(pair.tag, "name", None) != preset.name:
+            raise SystemExit(f"compare: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
+        pair = open_pair(preset, log=log) if own else pair
+        try:
+            if own:
+                pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
+            try:
+                comparison = stream.compare(pair, request, args.schedule,
+                                            num_speculative_tokens=preset.num_speculative_tokens)
+            except PromptError as exc:
+                raise UsageError(str(exc)) from None
+            hardware = detect()
+            result = RunResult.of(comparison, preset, device=hardware.device, engines=pair.engine_info(),
+                                  load_seconds=pair.status.load_seconds or {},
+                                  step_floor_s=step_floor_s(preset, hardware))
+        finally:
+            if own:
+                pair.shutdown()
+        if args.json:
+            print(json.dumps(result.to_json()))
+        else:
+            print_report(result, sys.stdout)
+        return EXIT_RUN_ERROR if result.error else EXIT_OK
+
+
+def cmd_init() -> list[CLISubcommand]:
+    return [CompareCommand()]

@@ -1,0 +1,174 @@
+"""One finished run, typed: what a Comparison measured plus what the caller knows (preset, request, engines,
+load times, run id), and the explanation, made in one place (`RunResult.of`). Readers (figures, the
+explanation, the page's cards, the CLI report, the history CSV) read its fields; JSON exists only at the
+edges (`to_json()`: `compare --json`, the page's "result" output, the scripts), with the keys and rounding
+the README's field table documents.
+
+Frozen dataclasses, not pydantic models: the data is built from typed values in-process, never parsed from
+outside, so there is nothing to validate; dataclasses cost nothing per live redraw and need no dependency
+in the run layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
+from specplay.core.trace import EngineTrace, _round
+from specplay.run.comparison import Comparison, divergence_context
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """One engine's side of a run (`baseline` / `speculative` in the JSON), unrounded."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    ttft_s: float | None
+    tokens_per_s: float | None
+    steps: int
+    steps_source: str
+    step_sizes: tuple[int, ...]
+    step_seconds: float | None
+    tokens_per_step: float | None
+    finish_reason: str | None
+
+    @classmethod
+    def of(cls, trace: EngineTrace) -> "EngineResult":
+        return cls(trace.text, tuple(trace.token_ids), trace.ttft_s, trace.tokens_per_s, trace.steps,
+                   trace.steps_source, tuple(trace.step_sizes), trace.step_seconds, trace.tokens_per_step,
+                   trace.finish_reason)
+
+    @property
+    def tokens(self) -> int:
+        return len(self.token_ids)
+
+    def to_json(self) -> dict:
+        return {
+            "text": self.text, "token_ids": list(self.token_ids), "ttft_s": _round(self.ttft_s),
+            "tokens_per_s": _round(self.tokens_per_s, 2), "steps": self.steps, "steps_source": self.steps_source,
+            "step_sizes": list(self.step_sizes), "step_seconds": _round(self.step_seconds, 6),
+            "tokens_per_step": _round(self.tokens_per_step, 4), "finish_reason": self.finish_reason,
+        }
+
+
+@dataclass(frozen=True)
+class RequestInfo:
+    max_tokens: int
+    temperature: float
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished (or stopped, or failed) run. Ratios are speculative ÷ baseline; None when untimeable."""
+
+    identical: bool
+    first_divergence: int | None
+    speedup: float | None
+    tokens_per_step_ratio: float | None
+    step_cost_ratio: float | None
+    schedule: str | None
+    prompt_tokens: int
+    baseline: EngineResult
+    speculative: EngineResult
+    counters: SpecDecodeCounters
+    acceptance_source: str | None
+    efficiency: float | None
+    divergence_context: dict | None = None
+    error: str | None = None
+    cancelled: bool = False
+    # what the caller knows
+    preset: str | None = None
+    engines: dict = dataclasses.field(default_factory=dict)  # per role: how vLLM resolved it (engine_info)
+    load_seconds: dict | None = None  # the CLI's: per role, seconds its engine took to start
+    run_id: str | None = None  # the page's: numbered on the pair in the order runs start
+    request: RequestInfo | None = None  # the page's
+    explanation: str | None = None
+
+    @classmethod
+    def of(cls, comparison: Comparison, preset=None, *, device: str = "cpu", engines: dict | None = None,
+           load_seconds: dict | None = None, run_id: str | None = None, request=None,
+           step_floor_s: float | None = None) -> "RunResult":
+        """The one way to make a RunResult. `preset`: a Preset (its name, method and k feed the explanation);
+        `request`: a GenerationRequest (the page's result carries its max tokens and temperature);
+        `step_floor_s`: the baseline step's bandwidth floor (weights ÷ memory bandwidth) when known."""
+        from specplay.run.explain import explain
+
+        c = comparison
+        index = c.first_divergence
+        finished = c.finished
+        stopped = finished is not None and bool(finished.error or finished.cancelled)
+        result = cls(
+            identical=c.identical, first_divergence=index, speedup=c.speedup,
+            tokens_per_step_ratio=c.tokens_per_step_ratio, step_cost_ratio=c.step_cost_ratio,
+            schedule=None if c.schedule is None else str(c.schedule), prompt_tokens=len(c.prompt_token_ids),
+            baseline=EngineResult.of(c.baseline), speculative=EngineResult.of(c.speculative),
+            counters=c.counters, acceptance_source=c.counters_source, efficiency=c.efficiency,
+            divergence_context=(divergence_context(c.baseline.token_ids, c.speculative.token_ids, index, c.decode)
+                                if index is not None and c.decode is not None else None),
+            error=finished.error if stopped else None, cancelled=bool(stopped and finished.cancelled),
+            preset=getattr(preset, "name", preset), engines=dict(engines or {}), load_seconds=load_seconds,
+            run_id=run_id,
+            request=RequestInfo(request.max_tokens, request.temperature) if request is not None else None,
+        )
+        if preset is None or not hasattr(preset, "method"):
+            return result
+        sentence = explain(result, preset.method, preset.num_speculative_tokens, device, step_floor_s)
+        return dataclasses.replace(result, explanation=sentence)
+
+    @property
+    def stopped(self) -> bool:
+        """Failed or cancelled: the JSON then carries `error` and `cancelled`."""
+        return bool(self.error or self.cancelled)
+
+    def side(self, role: str) -> EngineResult:
+        return self.baseline if role == BASELINE else self.speculative
+
+    def model_runner(self, role: str) -> str | None:
+        return (self.engines.get(role) or {}).get("model_runner")
+
+    def async_scheduling(self, role: str) -> bool | None:
+        return (self.engines.get(role) or {}).get("async_scheduling")
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.counters.acceptance_rate
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return self.counters.mean_acceptance_length
+
+    def to_json(self) -> dict:
+        """The `compare --json` object (the page's "result" adds run_id and request). Optional keys appear only
+        when known: divergence_context (outputs differ and a tokenizer decodes), error and cancelled (a
+        stopped run), load_seconds, run_id and request (where the caller has them)."""
+        c = self.counters
+        spec = self.speculative.to_json()
+        spec.update({
+            "acceptance_rate": _round(c.acceptance_rate, 4),
+            "mean_acceptance_length": _round(c.mean_acceptance_length, 3),
+            "accepted_per_position": list(c.accepted_per_position),
+            "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens, "num_accepted": c.num_accepted_tokens,
+            "acceptance_source": self.acceptance_source, "efficiency": _round(self.efficiency, 3),
+        })
+        out = {
+            "identical": self.identical, "first_divergence": self.first_divergence,
+            "speedup": _round(self.speedup, 3), "tokens_per_step_ratio": _round(self.tokens_per_step_ratio, 4),
+            "step_cost_ratio": _round(self.step_cost_ratio, 4), "schedule": self.schedule,
+            "prompt_tokens": self.prompt_tokens, BASELINE: self.baseline.to_json(), SPECULATIVE: spec,
+        }
+        if self.divergence_context is not None:
+            out["divergence_context"] = dict(self.divergence_context)
+        if self.stopped:
+            out["error"], out["cancelled"] = self.error, self.cancelled
+        if self.run_id is not None:
+            out["run_id"] = self.run_id
+        out["preset"] = self.preset
+        if self.request is not None:
+            out["request"] = dataclasses.asdict(self.request)
+        if self.load_seconds is not None:
+            out["load_seconds"] = self.load_seconds
+        out["engines"] = self.engines
+        out["explanation"] = self.explanation
+        return out

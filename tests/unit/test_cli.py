@@ -1,0 +1,108 @@
+"""The command line without engines: subcommands collected from their modules, --version, --json, exit
+codes in each help, the report in plain text when not a terminal, and the one stream loop."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specplay.cli import main as cli
+from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, StepEvent
+from tests.ui_fixtures import FakePair, run_with_acceptance, synthetic_events
+
+
+def test_subcommands_register_from_their_modules():
+    names = [cmd.name for cmd in cli.subcommands()]
+    assert names == ["presets", "serve-cmd", "prepare", "compare", "plan", "bench"]
+    parser = cli._parser()
+    for name in names:
+        sub = parser._subparsers._group_actions[0].choices[name]
+        assert sub.epilog.startswith("exit codes: 0 "), name
+    assert "3 they don't, 4 can't tell" in parser._subparsers._group_actions[0].choices["plan"].epilog
+
+
+def test_version(capsys):
+    import specplay
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.split()[-1] in (cli.version(), specplay.__version__)
+    assert specplay.__version__ == "0.5.0"
+
+
+def test_presets_and_serve_cmd_as_json(capsys):
+    assert cli.main(["presets", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    ngram = next(p for p in listed["presets"] if p["name"] == "smollm2-ngram")
+    assert ngram["method"] == "ngram" and ngram["k"] == 4 and ngram["runnable"] is True and listed["machine"]
+    assert cli.main(["serve-cmd", "--preset", "smollm2-ngram", "--json"]) == 0
+    lines = json.loads(capsys.readouterr().out)
+    assert lines["preset"] == "smollm2-ngram" and lines[BASELINE].startswith("VLLM_")
+    assert "vllm serve" in lines[SPECULATIVE]
+    assert cli.main(["serve-cmd", "--preset", "no-such-preset", "--json"]) == 2
+
+
+def test_report_is_plain_text_when_not_a_terminal():
+    import io
+
+    from specplay.cli.report import print_report
+    from specplay.presets.catalog import get_preset
+    from specplay.run.result import RunResult
+
+    result = RunResult.of(run_with_acceptance()[1], get_preset("smollm2-ngram"), load_seconds={BASELINE: 1.0})
+    out = io.StringIO()
+    print_report(result, out)
+    text = out.getvalue()
+    assert "\x1b[" not in text and "IDENTICAL: both engines produced the same 9 tokens" in text
+    rows = {line.split("  ")[0]: line.split() for line in text.splitlines() if line.startswith(("steps", "speedup"))}
+    assert rows["steps"][-2:] == ["9", "4"] and rows["speedup"][-1] == "2.67×"
+    assert "why: Speculation pays (2.67×)" in text and "steps counted from" in text
+
+
+def test_one_stream_loop_feeds_the_comparison_and_calls_back():
+    from specplay.run import stream
+
+    events = synthetic_events(list(range(5)), [[0], [1, 2], [3, 4]])
+    pair = FakePair(lambda request: events, step_delay=0)
+    seen = []
+    c = stream.compare(pair, GenerationRequest(prompt="x"), on_event=lambda e, comp: seen.append(
+        (type(e).__name__, len(comp.speculative.token_ids))))
+    assert c.done and c.identical and c.run_id == "run-0"
+    assert seen[0] == ("RunStarted", 0) and seen[-1] == ("RunFinished", 5) and len(seen) == len(events)
+    # events() yields each event after the comparison has it (the page redraws between them)
+    live = stream.new_comparison(pair, 4)
+    for event in stream.events(pair, GenerationRequest(prompt="x"), comparison=live):
+        if isinstance(event, StepEvent) and event.engine == SPECULATIVE:
+            assert live.speculative.token_ids[-1] == event.token_ids[-1]
+    assert isinstance(event, RunFinished) and live.done
+
+
+def test_bad_arguments_exit_2_before_any_engine_starts(capsys):
+    assert cli.main(["compare", "--preset", "llama31-8b-eagle3"]) == 2  # needs a GPU
+    assert "can't run here" in capsys.readouterr().err
+    assert cli.main(["compare", "--preset", "smollm2-ngram", "--prompt-token-ids", "1,x"]) == 2
+    assert "expected integers" in capsys.readouterr().err
+    assert cli.main(["bench", "--preset", "smollm2-ngram", "--k", "two"]) == 2
+    assert "--k: expected ints" in capsys.readouterr().err
+
+
+def test_the_bandwidth_floor_comes_from_the_memory_plan_and_the_gpu_table():
+    from specplay.cli.compare import step_floor_s
+    from specplay.core.hardware import Hardware
+    from specplay.page.live_run import target_step_floor_s
+    from specplay.presets.catalog import get_preset
+
+    h200, unknown = Hardware(1, "NVIDIA H200", (0,)), Hardware(1, "Some Future GPU", (0,))
+    eight_b = get_preset("llama31-8b-eagle3")
+    assert step_floor_s(eight_b, h200) == pytest.approx(16.06e9 / 4.8e12, rel=0.02)  # bf16 8B: 3.3 ms
+    assert target_step_floor_s(eight_b, h200) == step_floor_s(eight_b, h200)
+    assert step_floor_s(eight_b, unknown) is None and step_floor_s(eight_b, Hardware(0, None, (0,))) is None
+
+
+def test_plan_keeps_its_exit_codes_and_bad_arguments_exit_2(capsys):
+    assert cli.main(["plan", "--preset", "smollm2-ngram", "--json"]) in (0, 3)
+    assert json.loads(capsys.readouterr().out)["preset"] == "smollm2-ngram"
+    assert cli.main(["plan", "--preset", "llama31-8b-eagle3", "--gpu-gib", "80"]) == 0
+    assert cli.main(["plan", "--preset", "smollm2-ngram", "--gpus", "2"]) == 2  # --gpus needs --gpu-gib
+    assert "--gpu-gib" in capsys.readouterr().err
