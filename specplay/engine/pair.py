@@ -19,7 +19,8 @@ from typing import Callable, Iterator
 
 from specplay.core.events import EngineSettings
 from specplay.core.trace import EngineTrace
-from specplay.engine.vllm_engine import Engine, EngineStartError, PromptError
+from specplay.engine.backends import make_engine
+from specplay.engine.vllm_engine import EngineStartError, PromptError
 from specplay.core.events import (
     BASELINE, CHUNKS, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, TOKENS, GenerationRequest, PairState, RunFinished,
     RunStarted, Schedule, SpecDecodeCounters, StepEvent,
@@ -69,11 +70,14 @@ class PairStatus:
 
 
 class EnginePair:
+    # In-process engines share this process and are reloaded together after a failure: the survivor stops.
+    abort_partner_on_failure = True
+
     def __init__(self, baseline: EngineSettings, speculative: EngineSettings, warmup: bool = True,
                  tag=None):
         # What the caller loaded into the pair (the layers above put the preset here); never read here.
         self.tag = tag
-        self.engines = {BASELINE: Engine(baseline), SPECULATIVE: Engine(speculative)}
+        self.engines = {BASELINE: make_engine(baseline), SPECULATIVE: make_engine(speculative)}
         self.status = PairStatus()
         self._warmup = warmup
         self._loop = asyncio.new_event_loop()
@@ -120,7 +124,7 @@ class EnginePair:
                 progress("loading the speculative engine", 0.5)
             try:
                 self._call(self._shutdown_one(SPECULATIVE))
-                self.engines[SPECULATIVE] = Engine(settings)
+                self.engines[SPECULATIVE] = make_engine(settings)
                 self._call(self.engines[SPECULATIVE].start())
             except Exception as exc:
                 self.status.state, self.status.message = PairState.ERROR, str(exc)
@@ -238,11 +242,13 @@ class EnginePair:
                                                                       counters_before))
                          for role in (BASELINE, SPECULATIVE)}
                 done, pending = await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
-                if pending:  # one engine failed: stop the other now, or it generates on and skews the next run
-                    await self._abort(run_id, mark_cancelled=False)
+                if pending and self.abort_partner_on_failure:  # one engine failed: stop the other now, or
+                    await self._abort(run_id, mark_cancelled=False)      # it generates on and skews the next run
                     await asyncio.wait(pending, timeout=10)
                     for task in pending:
                         task.cancel()
+                elif pending:  # a server failed: its partner, a process of its own, finishes its answer
+                    await asyncio.wait(pending)
                 for task in done:
                     task.result()  # re-raise the failure
                 exact = tasks[SPECULATIVE].result()

@@ -1,0 +1,310 @@
+"""One side of the pair as a running OpenAI-compatible vLLM server (`vllm serve`), not an engine in this
+process: the same interface as `vllm_engine.Engine`, over HTTP.
+
+- prompt: the server's own `/tokenize` (its chat template, its tokenizer), so both servers get exact ids;
+- output: `/v1/completions` streamed with `return_token_ids`, so identity is checked on token ids;
+- acceptance: the request's own counters from the final usage chunk (`stream_options.include_usage`, vLLM
+  >= 0.29 with `--per-request-spec-decode-metrics summary|detailed`); else the server's `/metrics` counters
+  after minus before (`vllm:spec_decode_num_*_total`), which other traffic on a shared server blurs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import AsyncIterator
+from urllib.parse import urlparse
+
+import httpx
+
+from specplay.core.events import GenerationRequest, SpecDecodeCounters
+from specplay.engine.vllm_engine import Chunk, EngineStartError, PromptError
+
+# Prometheus names as `vllm serve` exposes its spec-decode counters
+METRIC_PREFIX = "vllm:spec_decode_num_"
+
+
+class RemoteError(RuntimeError):
+    """A server answered with an error or not at all; the message names the side, never its address."""
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """One server, as the operator set it (command line or config file, never the page). `api_key_env` names
+    the environment variable holding its key, so the key itself is never printed or stored."""
+
+    role: str
+    url: str
+    api_key_env: str = "VLLM_API_KEY"
+    timeout_s: float = 60.0  # per request: connect, and each wait for the next streamed chunk
+    start_timeout_s: float = 600.0  # until /health answers 200
+    pids: tuple[int, ...] = ()  # the server's processes when it runs on this machine (memory telemetry)
+    token_ids_only: bool = False  # the server has no tokenizer (dummy weights, --skip-tokenizer-init)
+    env: dict = field(default_factory=dict)  # the in-process engine's field: nothing to set for a server
+
+    def __post_init__(self):
+        parsed = urlparse(self.url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in ("", "/"):
+            raise ValueError(f"{self.role} server: expected a URL like http://HOST:PORT, got {self.url!r}")
+
+    @property
+    def engine_args(self) -> dict:
+        """The one engine argument the pair reads (its warm-up prompt): whether prompts are token ids."""
+        return {"skip_tokenizer_init": self.token_ids_only}
+
+    @property
+    def base(self) -> str:
+        return self.url.rstrip("/")
+
+    def headers(self) -> dict:
+        key = os.environ.get(self.api_key_env)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def server_supports_per_request_metrics() -> bool:
+    """Whether the installed vLLM's server takes --per-request-spec-decode-metrics (0.29 and later)."""
+    try:
+        from vllm import AsyncEngineArgs
+    except ImportError:
+        return False
+    from specplay.engine.vllm_engine import supports_per_request_metrics
+
+    return supports_per_request_metrics(AsyncEngineArgs)
+
+
+def parse_metrics(text: str) -> SpecDecodeCounters:
+    """The spec-decode counters in a Prometheus text page (`GET /metrics`), summed over engines."""
+    totals = {"drafts": 0.0, "draft_tokens": 0.0, "accepted_tokens": 0.0}
+    per_pos: dict[int, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(METRIC_PREFIX):
+            continue
+        name, _, value = line.rpartition(" ")
+        metric = name.split("{")[0][len(METRIC_PREFIX):]
+        if metric == "accepted_tokens_per_pos_total":
+            position = int(name.split('position="')[1].split('"')[0])
+            per_pos[position] = per_pos.get(position, 0.0) + float(value)
+        elif metric.endswith("_total") and metric[:-len("_total")] in totals:
+            totals[metric[:-len("_total")]] += float(value)
+    positions = tuple(int(per_pos[i]) for i in range(len(per_pos)))
+    return SpecDecodeCounters(int(totals["drafts"]), int(totals["draft_tokens"]), int(totals["accepted_tokens"]),
+                              positions)
+
+
+def usage_counters(chunk: dict) -> SpecDecodeCounters | None:
+    """The request's own counters from the final usage chunk's `metrics.speculative_decoding`, if present."""
+    spec = (chunk.get("metrics") or {}).get("speculative_decoding")
+    if not spec or "acceptance_histogram" not in spec:
+        return None
+    return SpecDecodeCounters.from_histogram(spec["acceptance_histogram"], spec.get("num_draft_tokens", 0))
+
+
+class RemoteEngine:
+    """A started server plus what the pair asks of an engine. Async methods run on the pair's loop."""
+
+    def __init__(self, settings: RemoteSettings):
+        self.settings = settings
+        self.role = settings.role
+        self.pids: list[int] = list(settings.pids)
+        self.load_seconds: float | None = None
+        self.max_model_len = 0
+        self.model: str | None = None  # the id the server serves
+        self.model_root: str | None = None  # where it loaded it from: two servers should agree
+        self.has_spec_metrics = False  # /metrics carries spec-decode counters: a speculative config is set
+        self.per_request_metrics = False  # the last speculative request's usage chunk carried its counters
+        self.num_speculative_tokens: int | None = None
+        self._alive = False
+        self._sync = httpx.Client(timeout=settings.timeout_s, headers=settings.headers())
+        self._client: httpx.AsyncClient | None = None
+        self._streams: dict[str, httpx.Response] = {}
+        self._aborted: set[str] = set()
+        self._metrics_cache: tuple[float, SpecDecodeCounters] | None = None
+
+    # -- life cycle ------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        s, t0 = self.settings, time.monotonic()
+        self._client = httpx.AsyncClient(timeout=s.timeout_s, headers=s.headers())
+        while True:
+            try:
+                if (await self._client.get(f"{s.base}/health")).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() - t0 > s.start_timeout_s:
+                raise EngineStartError(f"{self.role} server did not answer /health within {s.start_timeout_s:.0f} s")
+            await _sleep(1.0)
+        models = await self._get_json("/v1/models")
+        served = (models.get("data") or [{}])[0]
+        self.model, self.model_root = served.get("id"), served.get("root")
+        self.max_model_len = int(served.get("max_model_len") or 0)
+        metrics = (await self._client.get(f"{s.base}/metrics")).text
+        self.has_spec_metrics = METRIC_PREFIX in metrics
+        self._alive = True
+        self.load_seconds = time.monotonic() - t0
+
+    async def _get_json(self, path: str) -> dict:
+        try:
+            response = await self._client.get(f"{self.settings.base}{path}")
+            response.raise_for_status()
+            return response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise EngineStartError(f"{self.role} server: GET {path} failed ({type(exc).__name__})") from exc
+
+    def info(self) -> dict:
+        """What can be read off a server: its model and whether it drafts; the rest isn't exposed over HTTP."""
+        return {"backend": "remote", "model": self.model, "async_scheduling": None, "model_runner": None,
+                "dtype": None, "method": None, "num_speculative_tokens": self.num_speculative_tokens,
+                "per_request_metrics": self.per_request_metrics if self.has_spec_metrics else None}
+
+    def is_alive(self) -> bool:
+        return self._alive
+
+    def shutdown(self) -> None:
+        """Forget the server (it keeps running: whoever started it stops it)."""
+        self._alive = False
+        self._sync.close()
+        self._client = None  # its connections close with the loop; closing needs the loop
+
+    # -- tokens ----------------------------------------------------------------------------------------
+    def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
+        if request.prompt_token_ids is not None:
+            ids = [int(t) for t in request.prompt_token_ids]
+        else:
+            if not request.prompt.strip():
+                raise PromptError("The prompt is empty: type something for both engines to answer.")
+            body = {"model": self.model, "messages": [{"role": "user", "content": request.prompt}],
+                    "add_generation_prompt": True}
+            ids = self._post("/tokenize", body).get("tokens") or []
+        if not ids:
+            raise PromptError("The prompt is empty: type something for both engines to answer.")
+        if self.max_model_len and len(ids) + request.max_tokens > self.max_model_len:
+            raise PromptError(
+                f"The prompt is {len(ids)} tokens; with max tokens {request.max_tokens} that exceeds the "
+                f"servers' max_model_len of {self.max_model_len}. Shorten the prompt or lower max tokens.")
+        return ids
+
+    def tokenize_text(self, text: str) -> list[int]:
+        """Plain text to ids, no template: two servers whose tokenizers differ disagree here."""
+        return self._post("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False})["tokens"]
+
+    def decode(self, token_ids) -> str:
+        return _detokenize(self, tuple(int(t) for t in token_ids)) if token_ids else ""
+
+    def _post(self, path: str, body: dict) -> dict:
+        try:
+            response = self._sync.post(f"{self.settings.base}{path}", json=body)
+        except httpx.HTTPError as exc:
+            raise RemoteError(f"the {self.role} server did not answer {path} ({type(exc).__name__})") from exc
+        if response.status_code != 200:
+            raise RemoteError(f"the {self.role} server refused {path}: HTTP {response.status_code} "
+                              f"{_error_text(response.text)}")
+        return response.json()
+
+    # -- counters --------------------------------------------------------------------------------------
+    def counters(self) -> SpecDecodeCounters:
+        """The server's counters (GET /metrics), at most 5 scrapes a second (the pair asks once a chunk)."""
+        now = time.monotonic()
+        if self._metrics_cache and now - self._metrics_cache[0] < 0.2:
+            return self._metrics_cache[1]
+        try:
+            counters = parse_metrics(self._sync.get(f"{self.settings.base}/metrics").text)
+        except httpx.HTTPError:
+            counters = self._metrics_cache[1] if self._metrics_cache else SpecDecodeCounters()
+        self._metrics_cache = (now, counters)
+        return counters
+
+    # -- streaming -------------------------------------------------------------------------------------
+    async def stream(self, request_id: str, prompt_token_ids: list[int],
+                     request: GenerationRequest) -> AsyncIterator[Chunk]:
+        """Chunks as the server streams them; the finishing chunk waits for the usage chunk behind it, which
+        carries the request's own spec-decode counters."""
+        body = {"model": self.model, "prompt": list(prompt_token_ids), "max_tokens": request.max_tokens,
+                "temperature": request.temperature, "stream": True, "return_token_ids": True,
+                "ignore_eos": request.ignore_eos, "stream_options": {"include_usage": True}}
+        if request.temperature > 0:
+            body["seed"] = request.seed
+        held: Chunk | None = None
+        finished = False
+        async for event in self._events(request_id, body):
+            if event.get("choices"):
+                choice = event["choices"][0]
+                chunk = Chunk(list(choice.get("token_ids") or []), choice.get("text") or "",
+                              choice.get("finish_reason") is not None, choice.get("finish_reason"))
+                if chunk.finished:
+                    held, finished = chunk, True
+                elif chunk.token_ids or chunk.text:
+                    yield chunk
+            elif event.get("usage") is not None and held is not None:
+                counters = usage_counters(event)
+                self._note_metrics(event, counters)
+                yield held._replace(counters=counters)
+                held = None
+        aborted = request_id in self._aborted
+        self._aborted.discard(request_id)
+        if held is not None:  # a server that sends no usage chunk
+            yield held
+        elif not finished and not aborted:
+            self._alive = False  # the connection closed before the answer ended: the server went away
+            raise RemoteError(f"the {self.role} server's stream ended before its answer did")
+
+    def _note_metrics(self, event: dict, counters: SpecDecodeCounters | None) -> None:
+        if counters is not None:
+            self.per_request_metrics = True
+            spec = event["metrics"]["speculative_decoding"]
+            self.num_speculative_tokens = spec.get("num_spec_tokens") or self.num_speculative_tokens
+
+    async def _events(self, request_id: str, body: dict) -> AsyncIterator[dict]:
+        url = f"{self.settings.base}/v1/completions"
+        try:
+            async with self._client.stream("POST", url, json=body) as response:
+                if response.status_code != 200:
+                    text = (await response.aread()).decode(errors="replace")
+                    raise RemoteError(f"the {self.role} server refused the request: HTTP "
+                                      f"{response.status_code} {_error_text(text)}")
+                self._streams[request_id] = response
+                async for line in response.aiter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    event = json.loads(line[len("data: "):])
+                    if "error" in event and not event.get("choices"):
+                        raise RemoteError(f"the {self.role} server failed mid-stream: {_error_text(line)}")
+                    yield event
+        except httpx.HTTPError as exc:
+            if request_id in self._aborted:
+                return  # closed by abort(): the stream ends here
+            self._alive = not isinstance(exc, (httpx.ConnectError, httpx.RemoteProtocolError))
+            raise RemoteError(f"the {self.role} server's stream broke ({type(exc).__name__})") from exc
+        finally:
+            self._streams.pop(request_id, None)
+
+    async def abort(self, request_id: str) -> None:
+        """Close the request's stream: vLLM's server aborts a request whose client went away."""
+        response = self._streams.get(request_id)
+        if response is not None:
+            self._aborted.add(request_id)
+            await response.aclose()
+
+
+@lru_cache(maxsize=4096)
+def _detokenize(engine: RemoteEngine, token_ids: tuple[int, ...]) -> str:
+    # The page decodes growing prefixes of one output many times a second: one request per distinct prefix.
+    return engine._post("/detokenize", {"model": engine.model, "tokens": list(token_ids)}).get("prompt", "")
+
+
+def _error_text(text: str, limit: int = 200) -> str:
+    """The server's error message, short; JSON bodies as their message."""
+    try:
+        body = json.loads(text)
+        text = (body.get("error") or {}).get("message") or body.get("message") or text
+    except (ValueError, AttributeError):
+        pass
+    return " ".join(str(text).split())[:limit]
+
+
+async def _sleep(seconds: float) -> None:
+    import asyncio
+
+    await asyncio.sleep(seconds)

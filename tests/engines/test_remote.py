@@ -1,0 +1,115 @@
+"""Remote mode on real servers: the default preset's two `vllm serve` processes (CPU build) started by
+`launch`, driven over HTTP as the page drives them, against the in-process pair's tokens and counters, the
+OpenAI client and curl; then one server killed mid-stream. One launched pair for the module."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+
+from specplay.core.events import BASELINE, PER_REQUEST, ENGINE_DELTA, SPECULATIVE, GenerationRequest, RunFinished
+from specplay.presets.catalog import get_preset
+from tests.ui_fixtures import comparison_of
+
+PROMPT = ("Rewrite in formal English: hey, the meeting got moved to thursday because the room was double "
+          "booked, so bring your slides thursday instead.")
+REQUEST = GenerationRequest(prompt=PROMPT, max_tokens=48)
+REFERENCE: dict = {}  # the in-process pair's run of REQUEST (its tests run before the launched servers')
+
+
+def test_reference_run_on_the_in_process_pair(ngram_pair):
+    c = comparison_of(ngram_pair.run(REQUEST, schedule="sequential"))
+    assert c.identical and c.counters_source == PER_REQUEST
+    REFERENCE.update(tokens=c.baseline.token_ids, counters=c.counters)
+
+
+@pytest.fixture(scope="module")
+def remote_servers(pair_pool):
+    from specplay.run.launch import launch
+    from tests.ui_fixtures import stop_shared_app
+
+    pair_pool.close()  # one set of engines on the cores at a time
+    stop_shared_app()
+    servers = launch(get_preset("smollm2-ngram"), log=lambda message: None)
+    yield servers
+    servers.stop()
+    for process in servers.processes.values():
+        assert process.poll() is not None  # nothing left running
+
+
+@pytest.fixture(scope="module")
+def remote_pair(remote_servers):
+    from specplay.run.remote import open_remote_pair
+
+    pair = open_remote_pair(remote_servers.urls[BASELINE], remote_servers.urls[SPECULATIVE],
+                            get_preset("smollm2-ngram"), pids=remote_servers.pids())
+    pair.start()
+    yield pair
+    pair.shutdown()
+
+
+def test_remote_pair_is_identical_with_the_in_process_pairs_tokens_and_acceptance(remote_pair):
+    c = comparison_of(remote_pair.run(REQUEST, schedule="sequential"))
+    assert c.identical, c.first_divergence
+    assert c.counters_source == PER_REQUEST and c.counters.num_drafts > 0
+    assert sum(c.speculative.step_sizes) == len(c.speculative.token_ids)
+    info = remote_pair.engine_info()
+    assert info[SPECULATIVE]["per_request_metrics"] is True and info[SPECULATIVE]["num_speculative_tokens"] == 4
+    if REFERENCE:  # run with the in-process test first (the suite's order): the same tokens, the same counts
+        assert c.baseline.token_ids == REFERENCE["tokens"]
+        assert c.counters == REFERENCE["counters"]
+
+
+def test_acceptance_from_the_metrics_page_matches_the_request_counters(remote_servers, remote_pair):
+    """The fallback for servers without per-request metrics: /metrics after minus before, exact here since
+    nothing else runs on the servers."""
+    from specplay.engine.remote import parse_metrics
+
+    import httpx
+
+    url = remote_servers.urls[SPECULATIVE]
+    before = parse_metrics(httpx.get(f"{url}/metrics").text)
+    c = comparison_of(remote_pair.run(REQUEST, schedule="sequential"))
+    after = parse_metrics(httpx.get(f"{url}/metrics").text)
+    assert after.minus(before) == c.counters
+
+
+def test_openai_client_and_curl_give_the_same_tokens(remote_servers, remote_pair):
+    from openai import OpenAI
+
+    ids = remote_pair.prompt_token_ids(REQUEST)
+    c = comparison_of(remote_pair.run(REQUEST, schedule="sequential"))
+    for role in (BASELINE, SPECULATIVE):
+        client = OpenAI(base_url=f"{remote_servers.urls[role]}/v1", api_key="unused")
+        done = client.completions.create(model="target", prompt=ids, max_tokens=REQUEST.max_tokens, temperature=0,
+                                         extra_body={"return_token_ids": True})
+        assert done.choices[0].token_ids == c.traces[role].token_ids
+        body = json.dumps({"model": "target", "prompt": ids, "max_tokens": REQUEST.max_tokens, "temperature": 0,
+                           "return_token_ids": True})
+        out = subprocess.run(["curl", "-s", f"{remote_servers.urls[role]}/v1/completions", "-H",
+                              "Content-Type: application/json", "-d", body], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+        assert json.loads(out)["choices"][0]["token_ids"] == c.traces[role].token_ids
+
+
+@pytest.mark.order(9)  # the module's last: it kills a server
+def test_a_server_killed_mid_stream_is_named_and_the_other_pane_finishes(remote_servers, remote_pair):
+    request = GenerationRequest(prompt=PROMPT, max_tokens=400, ignore_eos=True)
+    events, killed = [], False
+    for event in remote_pair.stream(request, schedule="concurrent"):
+        events.append(event)
+        spec = [e for e in events if getattr(e, "engine", None) == SPECULATIVE and e.token_ids]
+        if not killed and len(spec) >= 3:
+            os.killpg(remote_servers.processes[SPECULATIVE].pid, signal.SIGKILL)
+            killed = True
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and killed
+    assert finished.error and "speculative server" in finished.error and "http" not in finished.error
+    c = comparison_of(events)
+    assert c.baseline.finished and len(c.baseline.token_ids) == 400  # the baseline's pane finishes
+    assert not remote_pair.engines[SPECULATIVE].is_alive() and remote_pair.engines[BASELINE].is_alive()
+    assert finished.counters_source in (PER_REQUEST, ENGINE_DELTA)

@@ -1,0 +1,96 @@
+"""The remote backend without servers: URLs the operator gives, the metrics page and the usage chunk read,
+two servers checked as partners (fakes of the engines' read-outs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
+from specplay.engine.remote import RemoteSettings, parse_metrics, usage_counters
+from specplay.engine.vllm_engine import EngineStartError
+from specplay.run.remote import check_partners, remote_settings
+
+METRICS = """# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+vllm:spec_decode_num_drafts_total{engine="0",model_name="t"} 4.0
+vllm:spec_decode_num_drafts_created{engine="0",model_name="t"} 1.7e+09
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="t"} 16.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="t"} 10.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="t",position="0"} 4.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="t",position="1"} 3.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="t",position="2"} 2.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="t",position="3"} 1.0
+"""
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "127.0.0.1:8000", "http://host:8000/v1", "ftp://host",
+                                 "http://", "javascript:alert(1)"])
+def test_malformed_or_non_http_urls_are_refused_naming_the_side(url):
+    with pytest.raises(ValueError, match="speculative server: expected a URL like http://HOST:PORT"):
+        RemoteSettings(SPECULATIVE, url)
+
+
+def test_api_key_comes_from_the_environment_and_is_not_stored(monkeypatch):
+    monkeypatch.setenv("MY_KEY", "sk-secret")
+    settings = RemoteSettings(BASELINE, "http://127.0.0.1:8000", api_key_env="MY_KEY")
+    assert "sk-secret" not in repr(settings)
+    assert settings.headers() == {"Authorization": "Bearer sk-secret"}
+    monkeypatch.delenv("MY_KEY")
+    assert settings.headers() == {}
+
+
+def test_metrics_page_becomes_the_engines_counters():
+    assert parse_metrics(METRICS) == SpecDecodeCounters(4, 16, 10, (4, 3, 2, 1))
+    assert parse_metrics("# nothing about speculation\nvllm:num_requests_running 0.0\n") == SpecDecodeCounters()
+
+
+def test_usage_chunk_counters_match_the_histogram():
+    chunk = {"usage": {"completion_tokens": 10}, "metrics": {"speculative_decoding": {
+        "acceptance_histogram": [0, 0, 0, 1, 1], "num_draft_tokens": 8, "num_spec_tokens": 4}}}
+    assert usage_counters(chunk) == SpecDecodeCounters(2, 8, 7, (2, 2, 2, 1))
+    assert usage_counters({"usage": {}}) is None  # a server without per-request metrics
+
+
+class _Side:
+    def __init__(self, root="/m/a", spec=False, tokens=(1, 2, 3)):
+        self.model, self.model_root, self.has_spec_metrics = "target", root, spec
+        self.settings, self._tokens = RemoteSettings(BASELINE, "http://127.0.0.1:1"), list(tokens)
+
+    def tokenize_text(self, text):
+        return self._tokens
+
+
+@pytest.mark.parametrize("baseline,speculative,message", [
+    (_Side(root="/m/a"), _Side(root="/m/b", spec=True), "serve different models"),
+    (_Side(), _Side(spec=False), "speculative server has no speculative config"),
+    (_Side(spec=True), _Side(spec=True), "baseline server drafts too"),
+    (_Side(), _Side(spec=True, tokens=(1, 2, 4)), "tokenize text differently"),
+])
+def test_servers_that_cannot_be_compared_are_refused(baseline, speculative, message):
+    with pytest.raises(EngineStartError, match=message):
+        check_partners(baseline, speculative)
+
+
+def test_a_fair_pair_passes_and_settings_carry_the_operators_choices():
+    check_partners(_Side(), _Side(spec=True))
+    b, s = remote_settings("http://127.0.0.1:8000", "http://127.0.0.1:8001/", timeout_s=5, pids={SPECULATIVE: [42]})
+    assert (b.role, s.role, s.base, s.timeout_s, s.pids, b.pids) == (BASELINE, SPECULATIVE, "http://127.0.0.1:8001",
+                                                                     5, (42,), ())
+
+
+def test_launch_runs_the_serve_lines_engine_arguments():
+    import json as _json
+
+    from specplay.presets.catalog import engine_settings, get_preset, serve_commands
+    from specplay.run.launch import server_argv
+
+    preset = get_preset("smollm2-ngram")
+    _, spec = engine_settings(preset)
+    argv = server_argv(spec.engine_args, 8101, per_request="detailed")
+    assert argv[1:4] == ["-m", "vllm.entrypoints.openai.api_server", "--model"]
+    config = _json.loads(argv[argv.index("--speculative-config") + 1])
+    assert config == preset.speculative_config  # the preset's speculative_config, verbatim
+    assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "detailed"
+    assert argv[-6:] == ["--host", "127.0.0.1", "--port", "8101", "--served-model-name", "target"]
+    line = serve_commands(preset)[SPECULATIVE]
+    for flag in ("--dtype", "--max-model-len", "--seed", "--speculative-config"):  # what the page prints
+        assert flag in line and flag in argv
