@@ -123,6 +123,8 @@ def suite_order(item) -> tuple:
         return 1, 0, position
     if item.get_closest_marker("engines"):
         names = set(getattr(item, "fixturenames", ()))
+        if "remote_servers" in names:  # last: launched servers, once the in-process engines are gone
+            return 3, 0, position
         presets = [i for i, name in enumerate(PAIR_FIXTURES) if name in names]
         return 2, max(presets) if presets else len(PAIR_FIXTURES), position
     return 0, 0, position

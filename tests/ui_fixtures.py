@@ -131,19 +131,19 @@ def free_port() -> int:
 
 
 class AppServer:
-    def __init__(self, preset: str = APP_PRESET):
+    def __init__(self, preset: str = APP_PRESET, args: list[str] | None = None, log_name: str = "app_server.log"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/"
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        self.log_path = ARTIFACTS / "app_server.log"
+        self.log_path = ARTIFACTS / log_name
         self.ready = False  # its engines were ready once (later tests may switch or reload them)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
         env.pop("GRADIO_TEMP_DIR", None)  # the test client's setting: the app chooses its own (in .cache)
         self._log = open(self.log_path, "w")
         # A second preset sharing the target, so switching can be tested (it reloads only one engine).
         offered = f"{preset},{SWITCH_PRESET},{LOSING_PRESET}"
-        self.proc = subprocess.Popen([sys.executable, "app.py", "--presets", offered, "--preset", preset,
-                                      "--port", str(self.port)],
+        args = args if args is not None else ["--presets", offered, "--preset", preset]
+        self.proc = subprocess.Popen([sys.executable, "app.py", *args, "--port", str(self.port)],
                                      cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         atexit.register(self.stop)

@@ -282,6 +282,9 @@ class BenchRun:
         self.pair, self.preset, self.settings, self.prompts = pair, preset, settings, prompts
         self.hardware, self.cancel, self.restore, self.warmup = hardware, cancel, restore, warmup
         self.plan = make_plan(settings, preset, list(prompts), restore)
+        if self.plan.restarts and not getattr(pair, "can_swap_speculative", True):
+            raise BenchError("k and acceptance: the speculative server runs what it was started with; sweep them "
+                             "with one server per setting (specplay launch), or on in-process engines")
         self.max_tokens = settings.max_tokens or preset.default_max_tokens
         self.rows: list[dict] = []
         self.engines: dict[str, dict] = {}  # variant label -> pair.engine_info() while it was loaded

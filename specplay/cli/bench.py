@@ -16,6 +16,14 @@ from specplay.cli.base import CLISubcommand, UsageError
 EXIT_BAD_SETTINGS = 2
 
 
+def _open_pair(args, preset, hardware, log):
+    """An unstarted pair: in-process engines, or the servers the command line names (remote mode)."""
+    from specplay.cli.compare import remote_pair
+    from specplay.run.pairs import open_pair
+
+    return remote_pair(args, preset) if args.baseline_url else open_pair(preset, hardware, log=log)
+
+
 def add_arguments(p) -> None:
     p.add_argument("--preset", help="the preset to bench (required unless --replot)")
     p.add_argument("--workloads", default="",
@@ -32,6 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", default=None, help="results folder (default bench-results/<preset>-<UTC time>/)")
     p.add_argument("--no-png", action="store_true", help="write the charts as HTML only")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    from specplay.cli.compare import add_remote_arguments
+
+    add_remote_arguments(p)
     p.add_argument("--replot", metavar="DIR", nargs="+", default=None,
                    help="no engines: redraw the charts (and CSV) of the bench.json in DIR, into --out or DIR "
                         "(e.g. PNGs on a machine with chromium for a bench run on one without); several DIRs "
@@ -105,7 +116,6 @@ def run_cli(args, pair=None) -> int:
     from specplay.bench.runner import BenchError, BenchRun, load_prompts, make_plan
     from specplay.bench.charts import figures
     from specplay.bench.outputs import write_results
-    from specplay.run.pairs import open_pair
     from specplay.core.hardware import detect
     from specplay.presets.catalog import availability, get_preset
 
@@ -117,12 +127,15 @@ def run_cli(args, pair=None) -> int:
     preset = get_preset(args.preset)
     hardware = detect()
     where = availability(preset, hardware)
-    if not where.runnable:
+    if not where.runnable and not args.baseline_url:
         raise UsageError(f"{preset.name} can't run here: {where.reason}")
     settings = settings_from_args(args)
     try:  # everything checkable is checked before the engines take minutes to start
         prompts = load_prompts(settings, preset)
         plan = make_plan(settings, preset, list(prompts))
+        if args.baseline_url and plan.restarts:
+            raise BenchError("k and acceptance: the speculative server runs what it was started with; sweep "
+                             "them with one server per setting, or on in-process engines")
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
@@ -132,7 +145,7 @@ def run_cli(args, pair=None) -> int:
     own = pair is None
     if not own and getattr(pair.tag, "name", None) != preset.name:
         raise SystemExit(f"bench: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
-    pair = open_pair(preset, hardware, log=log) if own else pair
+    pair = _open_pair(args, preset, hardware, log) if own else pair
     cancel = threading.Event()
     bench = None
     try:

@@ -53,6 +53,29 @@ def step_floor_s(preset, hardware) -> float | None:
     return bandwidth_floor_s(weights, hardware)
 
 
+def add_remote_arguments(parser) -> None:
+    group = parser.add_argument_group("remote mode: two running `vllm serve` servers (docs/remote.md)")
+    group.add_argument("--baseline-url", metavar="URL", help="the baseline server, e.g. http://127.0.0.1:8000")
+    group.add_argument("--speculative-url", metavar="URL", help="the speculative server")
+    group.add_argument("--server-timeout", type=float, default=60.0, metavar="S",
+                       help="seconds to wait for a server's answer or next chunk (default: 60)")
+    group.add_argument("--api-key-env", default="VLLM_API_KEY", metavar="NAME",
+                       help="environment variable holding the servers' API key (default: VLLM_API_KEY)")
+
+
+def remote_pair(args, preset):
+    """An unstarted pair on the two servers the command line names; a bad URL is a usage error."""
+    from specplay.run.remote import open_remote_pair
+
+    if not (args.baseline_url and args.speculative_url):
+        raise UsageError("remote mode needs both --baseline-url and --speculative-url")
+    try:
+        return open_remote_pair(args.baseline_url, args.speculative_url, preset, timeout_s=args.server_timeout,
+                                api_key_env=args.api_key_env)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 class CompareCommand(CLISubcommand):
     name = "compare"
     help = "run one prompt through both engines and compare"
@@ -69,6 +92,7 @@ class CompareCommand(CLISubcommand):
         c.add_argument("--schedule", choices=[s.value for s in Schedule], default=Schedule.CONCURRENT.value,
                        help="run both engines at once (default) or one after the other (clean timings)")
         c.add_argument("--json", action="store_true", help="print one JSON object")
+        add_remote_arguments(c)
 
     def cmd(self, args, pair=None) -> int:
         """Start the preset's pair, compare one prompt, shut it down. With `pair` (started, this preset's;
@@ -83,14 +107,14 @@ class CompareCommand(CLISubcommand):
 
         preset = get_preset(args.preset or DEFAULT_PRESET)
         where = availability(preset)
-        if not where.runnable:
+        if not where.runnable and not args.baseline_url:  # remote servers run it wherever they are
             raise UsageError(f"{preset.name} can't run here: {where.reason}")
         request = request_of(args, preset)
         log = stderr_log if args.json else print
         own = pair is None
         if not own and getattr(pair.tag, "name", None) != preset.name:
             raise SystemExit(f"compare: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
-        pair = open_pair(preset, log=log) if own else pair
+        pair = (remote_pair(args, preset) if args.baseline_url else open_pair(preset, log=log)) if own else pair
         try:
             if own:
                 pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))

@@ -10,7 +10,7 @@ from specplay.cli.base import EXIT_BAD_INPUT, UsageError
 
 # In the order `--help` lists them.
 CMD_MODULES = ("specplay.cli.presets", "specplay.cli.serve_cmd", "specplay.cli.prepare", "specplay.cli.compare",
-               "specplay.cli.plan", "specplay.cli.bench")
+               "specplay.cli.plan", "specplay.cli.bench", "specplay.cli.launch")
 
 
 def version() -> str:

@@ -33,11 +33,25 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="visitors can't switch presets: the page keeps the one the operator loaded")
     parser.add_argument("--max-run-seconds", type=float, help="stop a run after this long (default: 300)")
     parser.add_argument("--queue-size", type=int, help="runs and switches that may wait (default: 32)")
+    remote = parser.add_argument_group("remote mode: two running `vllm serve` servers instead of in-process "
+                                       "engines (docs/remote.md); --preset names what they run")
+    remote.add_argument("--baseline-url", metavar="URL", help="the baseline server, e.g. http://127.0.0.1:8000")
+    remote.add_argument("--speculative-url", metavar="URL", help="the speculative server, e.g. http://127.0.0.1:8001")
+    remote.add_argument("--server-timeout", dest="server_timeout_s", type=float, metavar="S",
+                        help="seconds to wait for a server's answer or next chunk (default: 60)")
+    remote.add_argument("--api-key-env", metavar="NAME",
+                        help="environment variable holding the servers' API key (default: VLLM_API_KEY)")
+    remote.add_argument("--server-pids", metavar="PID,PID",
+                        help="the servers' process ids when they run on this machine, for the memory chart "
+                             "(`specplay launch` passes them)")
     return parser.parse_args(argv)
 
 
 DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
-            "allow_switching": None, "max_run_seconds": 300.0, "queue_size": 32}
+            "allow_switching": None, "max_run_seconds": 300.0, "queue_size": 32,
+            "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
+            "server_pids": None}
+REMOTE_KEYS = ("baseline_url", "speculative_url")
 
 
 def resolve_options(args: argparse.Namespace) -> dict:
@@ -61,7 +75,36 @@ def resolve_options(args: argparse.Namespace) -> dict:
         if not (sep and user and password):
             raise SystemExit("--auth / PLAYGROUND_AUTH must look like USER:PASS")
         options["auth"] = (user, password)
+    if bool(options["baseline_url"]) != bool(options["speculative_url"]):
+        raise SystemExit("app.py: remote mode needs both --baseline-url and --speculative-url")
     return options
+
+
+def remote_mode(options: dict) -> bool:
+    return bool(options["baseline_url"])
+
+
+def remote_factory(options: dict):
+    """The pair factory of remote mode (PairManager calls it with the preset): the operator's servers,
+    checked before the first run. Malformed URLs stop the app here, naming the side."""
+    from specplay.core.events import BASELINE, SPECULATIVE
+    from specplay.run.remote import open_remote_pair, remote_settings
+
+    pids = {}
+    if options["server_pids"]:
+        try:
+            pids = dict(zip((BASELINE, SPECULATIVE), ([int(p)] for p in str(options["server_pids"]).split(","))))
+        except ValueError:
+            raise SystemExit("app.py: --server-pids must look like PID,PID") from None
+    settings = {"timeout_s": float(options["server_timeout_s"]), "api_key_env": options["api_key_env"], "pids": pids}
+    try:
+        remote_settings(options["baseline_url"], options["speculative_url"], **settings)
+    except ValueError as exc:
+        raise SystemExit(f"app.py: {exc}") from None
+
+    def factory(preset, hardware=None, log=print):
+        return open_remote_pair(options["baseline_url"], options["speculative_url"], preset, **settings)
+    return factory
 
 
 def offered_presets(options: dict):
@@ -71,6 +114,12 @@ def offered_presets(options: dict):
 
     hardware = detect()
     every = load_presets()
+    if remote_mode(options):  # the servers run what they run: one preset, wherever they are
+        name = options["preset"] or DEFAULT_PRESET
+        try:
+            return {name: get_preset(name, every)}, name, hardware
+        except PresetError as exc:
+            raise SystemExit(f"app.py: {exc}") from None
     try:
         if options["presets"]:
             chosen = {name: get_preset(name, every) for name in options["presets"]}
@@ -98,6 +147,7 @@ def settings_from_options(options: dict) -> PageSettings:
     """The operator's PageSettings; switching presets is for visitors only on a page served to this machine."""
     public = bool(options["share"]) or options["host"] not in ("127.0.0.1", "localhost", "::1")
     allow = options["allow_switching"] if options["allow_switching"] is not None else not public
+    allow = allow and not remote_mode(options)  # another preset would need other servers
     if options["share"] and not options["auth"]:
         print("app.py: warning: --share without --auth puts the page and its engines on a public link that "
               "anyone can use; set --auth USER:PASS (or PLAYGROUND_AUTH)", file=sys.stderr)

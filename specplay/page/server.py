@@ -26,7 +26,8 @@ def serve(argv=None) -> None:
     from specplay.page.health import health_route
     from specplay.page.manager import PairManager
 
-    manager = PairManager(presets, initial, hardware)
+    factory = page_options.remote_factory(options) if page_options.remote_mode(options) else None
+    manager = PairManager(presets, initial, hardware, pair_factory=factory)
     adopt_orphans()
     # SIGTERM (service managers, test fixtures) takes the same way out as Ctrl-C: engines shut down. Installed
     # before loading starts, so a stop during loading shuts the loading engines down too.
@@ -56,3 +57,7 @@ def main(argv=None) -> None:
     except KeyboardInterrupt:
         exit_now(130)
     exit_now(0)
+
+
+if __name__ == "__main__":  # `python -m specplay.page.server`, as `specplay launch` starts the page
+    main()

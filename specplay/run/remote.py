@@ -36,6 +36,7 @@ class RemotePair(EnginePair):
     mid-run leaves its partner to finish the answer: they are separate processes, reloaded separately."""
 
     abort_partner_on_failure = False
+    can_swap_speculative = False  # another k is another server: the bench lab measures what runs
 
     def start(self, progress=None) -> None:
         super().start(progress)

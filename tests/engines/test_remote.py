@@ -96,6 +96,27 @@ def test_openai_client_and_curl_give_the_same_tokens(remote_servers, remote_pair
         assert json.loads(out)["choices"][0]["token_ids"] == c.traces[role].token_ids
 
 
+def test_the_page_in_remote_mode_runs_on_the_servers(remote_servers):
+    """`python app.py --baseline-url ... --speculative-url ...`: no engines of its own, the page's run on the
+    two servers, identical, acceptance per request; visitors can't switch presets there."""
+    from specplay.page.live_run import API_OUTPUTS
+    from tests.ui_fixtures import AppServer
+
+    app = AppServer(args=["--preset", "smollm2-ngram", "--baseline-url", remote_servers.urls[BASELINE],
+                          "--speculative-url", remote_servers.urls[SPECULATIVE]], log_name="app_remote.log")
+    try:
+        client = app.wait_ready(timeout=120).client()
+        out = dict(zip(API_OUTPUTS, client.predict(PROMPT, 48, 0.0, "sequential", api_name="/run")))
+        result = out["result"]
+        assert result["identical"] and result["speculative"]["acceptance_source"] == PER_REQUEST
+        assert result["engines"][SPECULATIVE]["backend"] == "remote"
+        if REFERENCE:
+            assert result["baseline"]["token_ids"] == REFERENCE["tokens"]
+        assert "turned off" in client.predict("smollm2-self-draft", api_name="/switch_preset")
+    finally:
+        app.stop()
+
+
 @pytest.mark.order(9)  # the module's last: it kills a server
 def test_a_server_killed_mid_stream_is_named_and_the_other_pane_finishes(remote_servers, remote_pair):
     request = GenerationRequest(prompt=PROMPT, max_tokens=400, ignore_eos=True)

@@ -359,7 +359,9 @@ def test_nothing_is_written_outside_the_project_cache(app):
     gradio_tmp = Path("/tmp/gradio")
     existed = gradio_tmp.exists()
     run(app.client(), REWRITE, max_tokens=8)
-    assert list((ROOT / ".cache" / "page").rglob("history-*.csv"))  # the server's CSVs live in the cache
+    from specplay.core.paths import PAGE_DIR  # the project's .cache/page, or under PLAYGROUND_CACHE
+
+    assert list(PAGE_DIR.rglob("history-*.csv"))  # the server's CSVs live in the cache
     after = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
                            capture_output=True, text=True).stdout
     assert after == before

@@ -94,3 +94,20 @@ def test_launch_runs_the_serve_lines_engine_arguments():
     line = serve_commands(preset)[SPECULATIVE]
     for flag in ("--dtype", "--max-model-len", "--seed", "--speculative-config"):  # what the page prints
         assert flag in line and flag in argv
+
+
+def test_the_bench_refuses_a_k_sweep_on_servers():
+    from specplay.bench.runner import BenchError, BenchRun, BenchSettings
+    from specplay.core.hardware import Hardware
+    from specplay.presets.catalog import get_preset
+    from specplay.run.remote import RemotePair
+
+    class Servers:
+        can_swap_speculative = RemotePair.can_swap_speculative
+
+    preset = get_preset("smollm2-ngram")
+    settings = BenchSettings(preset.name, workloads=("code",), n=1, k=(2, 4))
+    with pytest.raises(BenchError, match="speculative server runs what it was started with"):
+        BenchRun(Servers(), preset, settings, {"code": ["x"]}, Hardware(0, None, (0, 1)))
+    BenchRun(Servers(), preset, BenchSettings(preset.name, workloads=("code",), n=1), {"code": ["x"]},
+             Hardware(0, None, (0, 1)))  # the loaded k only: fine
