@@ -60,9 +60,13 @@ class EngineTrace:
     def set_verified_steps(self, num_drafts: int, num_accepted: int) -> None:
         """The speculative request's decode steps from its own counters: `num_drafts` steps verified a
         draft; a step without one (no n-gram match) emitted one token, so decode tokens - accepted counts
-        every step; the larger of the two is right when max_tokens or EOS cut a last step's accepted drafts."""
+        every step; max_tokens or EOS may cut a last step's accepted drafts, so the decode chunks (each at least one
+        step) and the drafts are floors too."""
         self.count_steps_from = PER_REQUEST
-        self.verified_steps = max(num_drafts, self.decode_tokens - num_accepted) if self.step_sizes else None
+        # a decode chunk is at least one step: the floor where a cut last step made tokens - accepted short
+        chunks = len(self.step_sizes) - 1
+        self.verified_steps = (max(num_drafts, self.decode_tokens - num_accepted, chunks) if self.step_sizes
+                               else None)
 
     @property
     def decode_tokens(self) -> int:
