@@ -32,7 +32,7 @@ def subcommands() -> list:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m specplay", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="specplay", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     for cmd in subcommands():
