@@ -11,12 +11,12 @@ class PlanCommand(CLISubcommand):
     epilog = "exit codes: 0 they fit, 3 they don't, 4 can't tell, 2 a bad preset or bad arguments"
 
     def add_arguments(self, parser) -> None:
-        from specplay.plan.memory import add_arguments
+        from specplay.plan.cli import add_arguments
 
         add_arguments(parser)
 
     def cmd(self, args, pair=None) -> int:
-        from specplay.plan.memory import run_cli
+        from specplay.plan.cli import run_cli
 
         try:
             return run_cli(args)

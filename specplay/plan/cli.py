@@ -23,7 +23,7 @@ def add_arguments(parser) -> None:
 
 def run_cli(args) -> int:
     """Print the plan; exit 0 when it fits, 3 when it doesn't, 4 when it can't tell (a config is missing)."""
-    from specplay.plan.memory import MachineMemory, plan  # here: plan.memory re-exports this module
+    from specplay.plan.memory import MachineMemory, plan
     from specplay.plan.report import format_plan
     from specplay.presets.catalog import get_preset
 

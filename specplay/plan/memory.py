@@ -341,8 +341,3 @@ def _plan_cpu(preset, memory: MachineMemory, result: MemoryPlan) -> None:
         result.reason = (f"fits: about {_gib(total)} GiB of RAM for both engines, {_gib(memory.ram_available)} GiB "
                          f"available; KV space for {b.max_sequences} (baseline) and {s.max_sequences} (speculative) "
                          f"sequences of {result.max_model_len:,} tokens")
-
-
-# The report and the command line live in plan.report and plan.cli; importable from here as before.
-from specplay.plan.report import format_plan  # noqa: E402,F401
-from specplay.plan.cli import EXIT_DOES_NOT_FIT, EXIT_FITS, EXIT_UNKNOWN, add_arguments, run_cli  # noqa: E402,F401

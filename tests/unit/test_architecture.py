@@ -95,3 +95,43 @@ def test_no_module_over_400_lines_and_no_function_over_60():
                 if length > MAX_FUNCTION_LINES:
                     long_functions.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {length}")
     assert not long_files and not long_functions, "\n".join(long_files + long_functions)
+
+
+def module_level_imports(path: Path, name: str) -> set[str]:
+    """What a module imports when it is imported: its top-level import statements (not TYPE_CHECKING
+    blocks, not the lazy imports inside functions)."""
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= imports_of_node(node, name)
+    return found
+
+
+def imports_of_node(node, name: str) -> set[str]:
+    if isinstance(node, ast.Import):
+        return {alias.name for alias in node.names}
+    if node.module == "specplay":
+        return {f"specplay.{alias.name}" for alias in node.names}
+    return {node.module} if node.module else set()
+
+
+def test_no_import_cycles_between_modules():
+    graph = {name: {t for t in module_level_imports(path, name) if t.startswith("specplay.")}
+             for name, path in modules()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for target in sorted(graph.get(node, ())):
+            if target not in graph:
+                continue
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target] if target in path else [node, target]
+            if state.get(target) is None and (cycle := visit(target, path + [target])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if state.get(start) is None and (cycle := visit(start, [start])):
+            pytest.fail("import cycle: " + " -> ".join(cycle))

@@ -178,7 +178,9 @@ def test_a_hub_config_that_is_not_here_gives_a_clear_result_not_a_crash():
     p = mp.plan(get_preset("qwen25-7b-draft-05b"), GPU1, H200)
     assert not p.complete and not p.fits
     assert p.reason.startswith("can't plan: config for Qwen/Qwen2.5-7B-Instruct not available offline")
-    assert "can't plan" in mp.format_plan(p)
+    from specplay.plan.report import format_plan
+
+    assert "can't plan" in format_plan(p)
 
 
 @needs_smollm2
