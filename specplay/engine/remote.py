@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import httpx
 
 from specplay.core.events import GenerationRequest, SpecDecodeCounters
-from specplay.engine.vllm_engine import Chunk, EngineStartError, PromptError
+from specplay.engine.vllm_engine import Chunk, EngineStartError, checked_prompt_ids
 
 # Prometheus names as `vllm serve` exposes its spec-decode counters
 METRIC_PREFIX = "vllm:spec_decode_num_"
@@ -170,21 +170,12 @@ class RemoteEngine:
 
     # -- tokens ----------------------------------------------------------------------------------------
     def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
-        if request.prompt_token_ids is not None:
-            ids = [int(t) for t in request.prompt_token_ids]
-        else:
-            if not request.prompt.strip():
-                raise PromptError("The prompt is empty: type something for both engines to answer.")
-            body = {"model": self.model, "messages": [{"role": "user", "content": request.prompt}],
-                    "add_generation_prompt": True}
-            ids = self._post("/tokenize", body).get("tokens") or []
-        if not ids:
-            raise PromptError("The prompt is empty: type something for both engines to answer.")
-        if self.max_model_len and len(ids) + request.max_tokens > self.max_model_len:
-            raise PromptError(
-                f"The prompt is {len(ids)} tokens; with max tokens {request.max_tokens} that exceeds the "
-                f"servers' max_model_len of {self.max_model_len}. Shorten the prompt or lower max tokens.")
-        return ids
+        return checked_prompt_ids(request, self._template_ids, self.max_model_len, "the servers'")
+
+    def _template_ids(self, text: str) -> list[int]:
+        """The server's own chat template and tokenizer (`/tokenize` with messages)."""
+        body = {"model": self.model, "messages": [{"role": "user", "content": text}], "add_generation_prompt": True}
+        return self._post("/tokenize", body).get("tokens") or []
 
     def tokenize_text(self, text: str) -> list[int]:
         """Plain text to ids, no template: two servers whose tokenizers differ disagree here."""

@@ -95,6 +95,27 @@ def request_counters(completion) -> SpecDecodeCounters | None:
         return None
 
 
+EMPTY_PROMPT = "The prompt is empty: type something for both engines to answer."
+
+
+def checked_prompt_ids(request: GenerationRequest, template_ids, max_model_len: int,
+                       whose: str = "this preset's") -> list[int]:
+    """The ids both engines get (in-process or servers): the request's own, or its text through
+    `template_ids`; refused when empty or too long for `max_model_len` (0: not known)."""
+    if request.prompt_token_ids is not None:
+        ids = [int(t) for t in request.prompt_token_ids]
+    elif not request.prompt.strip():
+        raise PromptError(EMPTY_PROMPT)
+    else:
+        ids = [int(t) for t in template_ids(request.prompt)]
+    if not ids:
+        raise PromptError(EMPTY_PROMPT)
+    if max_model_len and len(ids) + request.max_tokens > max_model_len:
+        raise PromptError(f"The prompt is {len(ids)} tokens; with max tokens {request.max_tokens} that exceeds "
+                          f"{whose} max_model_len of {max_model_len}. Shorten the prompt or lower max tokens.")
+    return ids
+
+
 class Chunk(NamedTuple):
     """One engine step of one request as streamed (RequestOutputKind.DELTA). `counters`: on the request's
     last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None."""
@@ -211,30 +232,16 @@ class Engine:
 
     def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
         """The exact token ids both engines get: the chat template applied once, here."""
-        if request.prompt_token_ids is not None:
-            ids = [int(t) for t in request.prompt_token_ids]
-        else:
-            if not request.prompt.strip():
-                raise PromptError("The prompt is empty: type something for both engines to answer.")
-            if self._tokenizer is None:
-                raise PromptError("This preset has no tokenizer (dummy weights): give the prompt as token ids.")
-            tok = self._tokenizer
-            if getattr(tok, "chat_template", None):
-                ids = tok.apply_chat_template([{"role": "user", "content": request.prompt}],
-                                              add_generation_prompt=True, tokenize=True)
-                if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-                    ids = ids["input_ids"]
-            else:
-                ids = tok.encode(request.prompt)
-            ids = [int(t) for t in ids]
-        if not ids:
-            raise PromptError("The prompt is empty: type something for both engines to answer.")
-        if len(ids) + request.max_tokens > self.max_model_len:
-            raise PromptError(
-                f"The prompt is {len(ids)} tokens; with max tokens {request.max_tokens} that exceeds this "
-                f"preset's max_model_len of {self.max_model_len}. Shorten the prompt or lower max tokens."
-            )
-        return ids
+        return checked_prompt_ids(request, self._template_ids, self.max_model_len)
+
+    def _template_ids(self, text: str) -> list[int]:
+        tok = self._tokenizer
+        if tok is None:
+            raise PromptError("This preset has no tokenizer (dummy weights): give the prompt as token ids.")
+        if not getattr(tok, "chat_template", None):
+            return tok.encode(text)
+        ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+        return ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "input_ids") else ids
 
     def decode(self, token_ids) -> str:
         return self._tokenizer.decode(list(token_ids)) if self._tokenizer is not None else ""
