@@ -261,7 +261,8 @@ class RemoteEngine:
                         continue
                     event = json.loads(line[len("data: "):])
                     if "error" in event and not event.get("choices"):
-                        raise RemoteError(f"the {self.role} server failed mid-stream: {_error_text(line)}")
+                        raise RemoteError(f"the {self.role} server failed mid-stream: "
+                                          f"{_error_text(json.dumps(event))}")
                     yield event
         except httpx.HTTPError as exc:
             if request_id in self._aborted:
