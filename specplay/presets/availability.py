@@ -40,6 +40,8 @@ def _package_missing(preset: Preset) -> str | None:
 
 def availability(preset: Preset, hardware: Hardware | None = None) -> Availability:
     hardware = hardware or detect()
+    if preset.vllm_problem:
+        return Availability(False, "the installed vLLM can't run it: " + preset.vllm_problem.split(": ", 1)[-1])
     if preset.device == "gpu" and hardware.gpu_count == 0:
         return Availability(False, f"needs {preset.gpus} GPU(s); none here")
     if hardware.gpu_count and hardware.gpu_count < preset.gpus:

@@ -117,6 +117,7 @@ class Preset:
     source: Path
     pays_off: PaysOff  # where this preset is expected to pay, per device, in one sentence
     model_runner: str = "auto"  # the speculative engine's: "v1" | "v2" | "auto"
+    vllm_problem: str | None = None  # a key or method the installed vLLM lacks: the preset can't run here
 
     @property
     def method(self) -> str:

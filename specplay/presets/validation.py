@@ -25,6 +25,11 @@ def _check_ref(source: Path, field: str, ref: str) -> None:
         _fail(source, field, problem, ref)
 
 
+class VllmMismatch(PresetError):
+    """The preset is well formed, but the installed vLLM lacks a key or method it uses: it loads, and can't
+    run here (availability says why), so a shipped preset for a newer vLLM doesn't break the catalog."""
+
+
 def _check_vllm_keys(source: Path, spec) -> None:
     """Every key must be a SpeculativeConfig field of the installed vLLM (skipped where vLLM isn't
     importable: the engine would say so anyway). Run before the schema, so a misspelt key is named
@@ -36,15 +41,15 @@ def _check_vllm_keys(source: Path, spec) -> None:
         if key not in probe.fields:
             close = difflib.get_close_matches(str(key), sorted(probe.fields), n=3)
             hint = f" (close matches: {', '.join(close)})" if close else ""
-            raise PresetError(f"{source.name}: field 'speculative_config.{key}': expected a field of the installed "
-                              f"vLLM's SpeculativeConfig{hint}, got unknown key {key!r}")
+            raise VllmMismatch(f"{source.name}: field 'speculative_config.{key}': expected a field of the installed "
+                               f"vLLM's SpeculativeConfig{hint}, got unknown key {key!r}")
 
 
 def _check_vllm_method(source: Path, method: str) -> None:
     probe = speculative_probe()
     if probe is not None and method not in probe.methods:
-        _fail(source, "speculative_config.method", "a method the installed vLLM has "
-              f"({', '.join(sorted(probe.methods))})", method)
+        raise VllmMismatch(f"{source.name}: field 'speculative_config.method': expected a method the installed "
+                           f"vLLM has ({', '.join(sorted(probe.methods))}), got {method!r}")
 
 
 def _check_draft(source: Path, spec: dict, facts, tp: int) -> None:
@@ -83,7 +88,6 @@ def _check_speculative_config(source: Path, spec: dict, tp: int) -> None:
                 and all(a >= b for a, b in zip(rates, rates[1:]))):
             _fail(source, "speculative_config.synthetic_acceptance_rates",
                   f"{k} non-increasing probabilities, one per draft position", rates)
-    _check_vllm_method(source, spec["method"])
 
 
 def _check_memory(source: Path, f: PresetFile, gpus: int) -> None:
@@ -123,8 +127,15 @@ def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int) -> None:
 
 def validate(data, source: Path) -> Preset:
     """A preset from a YAML file's data; PresetError naming file, field and expectation."""
+    mismatch = None
     if isinstance(data, dict):
-        _check_vllm_keys(source, data.get("speculative_config"))
+        try:
+            _check_vllm_keys(source, data.get("speculative_config"))
+        except VllmMismatch as exc:
+            if not _close_to_a_known_key(str(exc)):  # a typo is the author's to fix: refuse it now
+                mismatch = str(exc)
+            else:
+                raise
     f = parse(data, source)
     spec = dict(data["speculative_config"])  # vLLM's keys verbatim, as written
     gpus = f.gpus if f.gpus is not None else f.target.tensor_parallel_size
@@ -135,5 +146,17 @@ def validate(data, source: Path) -> Preset:
         memory=f.memory, prompt_input=f.prompt_input, default_max_tokens=f.default_max_tokens,
         ignore_eos=f.ignore_eos, source=source,
         pays_off=f.pays_off.model_copy(update={k: v.strip() for k, v in f.pays_off.model_dump().items() if v}),
-        model_runner=f.model_runner,
+        model_runner=f.model_runner, vllm_problem=mismatch or _method_problem(source, spec["method"]),
     )
+
+
+def _close_to_a_known_key(message: str) -> bool:
+    return "(close matches:" in message
+
+
+def _method_problem(source: Path, method: str) -> str | None:
+    try:
+        _check_vllm_method(source, method)
+    except VllmMismatch as exc:
+        return str(exc)
+    return None

@@ -97,12 +97,31 @@ def test_the_briefs_typo_num_speculative_token(tmp_path, monkeypatch):
         assert "'speculative_config.num_speculative_token'" in message and "num_speculative_tokens" in message
 
 
-def test_a_method_this_vllm_lacks_is_refused(tmp_path, monkeypatch):
+def test_a_method_or_key_this_vllm_lacks_loads_but_cannot_run_here(tmp_path, monkeypatch):
+    """A shipped preset for a newer vLLM (ngram_gpu, parallel_drafting) must not break the catalog on an
+    older one: it loads, and availability says exactly why it can't run (a typo, with a close match, is
+    still refused at load: above)."""
+    from specplay.core.hardware import Hardware
+    from specplay.presets.availability import availability
+
     probe = SpeculativeProbe(frozenset({"method", "num_speculative_tokens", "prompt_lookup_min",
                                         "prompt_lookup_max"}), frozenset({"ngram"}))
     monkeypatch.setattr(validation, "speculative_probe", lambda: probe)
-    message = _error(tmp_path, "smollm2-ngram-gpu", lambda d: None)
-    assert "speculative_config.method" in message and "the installed vLLM has (ngram)" in message
+    preset = _load(tmp_path, "smollm2-ngram-gpu", lambda d: None)
+    why = availability(preset, Hardware(1, "NVIDIA H200", (0, 1)))
+    assert not why.runnable and "the installed vLLM can't run it" in why.reason
+    assert "the installed vLLM has (ngram), got 'ngram_gpu'" in why.reason
+    older = SpeculativeProbe(frozenset({"method", "model", "num_speculative_tokens", "rejection_sample_method",
+                                        "synthetic_acceptance_rates"}), frozenset({"draft_model"}))
+    monkeypatch.setattr(validation, "speculative_probe", lambda: older)
+    pard = _load(tmp_path, "dummy-llama8b-pard1b-k5", lambda d: None)  # no parallel_drafting in this vLLM
+    assert "unknown key 'parallel_drafting'" in availability(pard, Hardware(1, "NVIDIA H200", (0, 1))).reason
+
+
+def test_every_shipped_preset_runs_on_the_installed_vllms_config():
+    pytest.importorskip("vllm")
+    problems = {name: p.vllm_problem for name, p in load_presets().items() if p.vllm_problem}
+    assert not problems
 
 
 def test_without_vllm_the_keys_are_not_checked(tmp_path, monkeypatch):
