@@ -17,7 +17,8 @@ from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame
 from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.page.session import session_id
-from specplay.presets.catalog import Preset, serve_commands
+from specplay.presets.catalog import Preset
+from specplay.presets.engines import serve_texts
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
 RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
@@ -96,7 +97,7 @@ def _stats(tab: Section, start: dict) -> None:
 
 def status_update(manager: PairManager, status: ManagerStatus, preset: Preset) -> dict:
     """This tab's part of a status redraw: Run enabled only when ready, and what depends on the preset."""
-    lines = serve_commands(preset, manager.hardware)
+    lines = serve_texts(preset, manager.hardware)
     token_mode = preset.prompt_input == "token_ids"
     return {
         "run_btn": gr.update(interactive=status.state == "ready"),
