@@ -104,7 +104,7 @@ def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, c
     """The `vllm bench serve` line that sends this workload file to a running server as the bench did
     (the file's `{"prompt": ...}` lines are what `--dataset-name custom` reads)."""
     parts = ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
-             "--model", model, "--dataset-name", "custom", "--dataset-path", str(path),
+             "--model", model, "--dataset-name", "custom", "--dataset-path", str(path), "--disable-shuffle",
              "--num-prompts", str(settings.get("n")), "--custom-output-len", str(settings.get("max_tokens")),
              "--temperature", f"{(settings.get('temperature') or [0])[0]:g}", "--seed", str(settings.get("seed", 0)),
              "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
