@@ -287,7 +287,7 @@ class EnginePair:
                     counters = exact if exact is not None else engine.counters().minus(counters_before)
                 events.put(StepEvent(engine=role, step=step, token_ids=tuple(chunk.token_ids), text=chunk.text,
                                      time=now, submitted_at=submitted, finished=chunk.finished,
-                                     finish_reason=chunk.finish_reason, counters=counters))
+                                     finish_reason=chunk.finish_reason, counters=counters, logprobs=chunk.logprobs))
                 step += 1
                 if run_id in self._cancelled and not chunk.finished:  # the abort came before vLLM knew the
                     await engine.abort(f"{run_id}-{role}")                # request (a no-op then): again

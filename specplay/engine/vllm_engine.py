@@ -95,23 +95,48 @@ def request_counters(completion) -> SpecDecodeCounters | None:
         return None
 
 
+# Top candidates per generated token (SamplingParams.logprobs): at the first divergence they tell a near-tie
+# (bf16 rounding, a sampled token) from a bug.
+TOP_LOGPROBS = 5
+
+
 class Chunk(NamedTuple):
     """One engine step of one request as streamed (RequestOutputKind.DELTA). `counters`: on the request's
-    last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None."""
+    last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None.
+    `logprobs`: per new token, its top candidates as ((token text, logprob), ...), most likely first; None
+    where the backend doesn't report them."""
 
     token_ids: list[int]
     text: str
     finished: bool
     finish_reason: str | None
     counters: SpecDecodeCounters | None = None
+    logprobs: tuple | None = None
+
+
+def top_logprobs(positions, limit: int = TOP_LOGPROBS) -> tuple | None:
+    """vLLM's per-token logprobs ({token id: Logprob}, a list or FlatLogprobs) as ((text, logprob), ...) per
+    token, most likely first; a token without decoded text shows as <id>. None when there are none."""
+    if positions is None:
+        return None
+    out = []
+    try:
+        for position in positions:
+            ranked = sorted((position or {}).items(), key=lambda item: -item[1].logprob)[:limit]
+            out.append(tuple((lp.decoded_token if lp.decoded_token is not None else f"<{tid}>", float(lp.logprob))
+                             for tid, lp in ranked))
+    except (AttributeError, TypeError):  # an unexpected shape: no candidates rather than a failed run
+        return None
+    return tuple(out)
 
 
 def chunk_of(out) -> Chunk:
-    """A vLLM RequestOutput (DELTA) as a Chunk: its first completion's new tokens and text, and on the last
-    chunk the request's counters, if the output carries them (vLLM 0.26's don't)."""
+    """A vLLM RequestOutput (DELTA) as a Chunk: its first completion's new tokens and text, their top
+    logprobs, and on the last chunk the request's counters, if the output carries them (vLLM 0.26's don't)."""
     completion = out.outputs[0]
     return Chunk(list(completion.token_ids), completion.text or "", bool(out.finished), completion.finish_reason,
-                 request_counters(completion) if out.finished else None)
+                 request_counters(completion) if out.finished else None,
+                 top_logprobs(getattr(completion, "logprobs", None)))
 
 
 @contextmanager
@@ -253,6 +278,7 @@ class Engine:
             ignore_eos=request.ignore_eos,
             output_kind=RequestOutputKind.DELTA,
             detokenize=self._tokenizer is not None,
+            logprobs=TOP_LOGPROBS,
         )
         prompt = {"prompt_token_ids": list(prompt_token_ids)}
         async for out in self._llm.generate(prompt, params, request_id):

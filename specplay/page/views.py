@@ -10,7 +10,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Callable
 
-from specplay.run.comparison import Comparison
+from specplay.run.comparison import Comparison, divergence_candidates
 from specplay.core.events import BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE
 from specplay.page.settings import scrub
 
@@ -202,7 +202,45 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
             f'(the first {index} tokens are identical)'
             f'<div class="ctx"><div><b>baseline:</b> …{common}<mark class="div-b">{_context(pb, index, index + 12)}</mark></div>'
             f'<div><b>speculative:</b> …{common}<mark class="div-s">{_context(ps, index, index + 12)}</mark></div></div>'
-            f'<div class="why">{esc(why)}</div></div>')
+            f'<div class="why">{esc(why)}</div>'
+            f'{candidates_html(divergence_candidates(b, s, index))}</div>')
+
+
+NEAR_TIE_NATS = 0.5  # the two sides' picks within this of each other in the baseline's own log-probabilities
+
+
+def _tie_note(candidates: dict) -> str:
+    """One sentence: whether the speculative engine's pick was a near-tie in the baseline's eyes."""
+    base, spec = candidates.get(BASELINE) or [], candidates.get(SPECULATIVE) or []
+    if not base or not spec:
+        return ""
+    rated = dict((text, lp) for text, lp in base)
+    pick = spec[0][0]
+    if pick not in rated:
+        return (f"The speculative engine's top token {pick!r} is not among the baseline's top {len(base)}: more "
+                "than a rounding tie, worth a look.")
+    gap = base[0][1] - rated[pick]
+    if gap <= NEAR_TIE_NATS:
+        return (f"A near-tie: the baseline rates {pick!r} only {gap:.2f} nats below its own pick, within what "
+                "bf16 rounding or sampling moves.")
+    return f"The baseline rates {pick!r} {gap:.2f} nats below its own pick: a clear preference, not a tie."
+
+
+def candidates_html(candidates: dict | None) -> str:
+    """The top candidates and their log-probabilities on both sides at the first divergence (a table)."""
+    if not candidates:
+        return ""
+    base, spec = candidates.get(BASELINE) or [], candidates.get(SPECULATIVE) or []
+    rows = []
+    for i in range(max(len(base), len(spec))):
+        cells = []
+        for side in (base, spec):
+            text, lp = side[i] if i < len(side) else ("", None)
+            cells.append(f"<td><code>{esc(repr(text)[1:-1])}</code></td><td>{'' if lp is None else f'{lp:.3f}'}</td>")
+        rows.append(f"<tr><td>{i + 1}</td>{''.join(cells)}</tr>")
+    return ('<div class="cands"><table><thead><tr><th>#</th><th>baseline token</th><th>logprob</th>'
+            f'<th>speculative token</th><th>logprob</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<div class="tie">{esc(_tie_note(candidates))}</div></div>')
 
 
 # -- why: the speedup's two factors -------------------------------------------------------------------
