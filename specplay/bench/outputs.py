@@ -57,6 +57,14 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
     return [TABLE_COLUMNS[c] for c in columns], cells
 
 
+def markdown_table(headers: list[str], cells: list[list[str]]) -> str:
+    """A table as GitHub Markdown, for people to paste into an issue or a PR ("|" in a cell escaped)."""
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in cells]
+    return "\n".join(lines)
+
+
 def text_table(rows: list[dict]) -> str:
     headers, cells = table(rows)
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]

@@ -19,9 +19,19 @@ LABELS = {BASELINE: "baseline", SPECULATIVE: "speculative"}
 HEIGHT = 300
 
 
+# The page's charts sit on the page's own background, light or dark: transparent, with text and grid in
+# greys that read on both (the bench's exported charts keep core.style's white).
+THEME_NEUTRAL = {"paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)", "font": {"color": "#7b8494"}}
+NEUTRAL_AXIS = {"gridcolor": "rgba(128,128,128,0.22)", "zerolinecolor": "rgba(128,128,128,0.45)",
+                "linecolor": "rgba(128,128,128,0.45)"}
+
+
 def _layout(title: str, x_title: str, y_title: str, revision: str) -> dict:
-    return {**style.layout(title, x_title, y_title, HEIGHT, {"l": 50, "r": 10, "t": 40, "b": 40}),
-            "uirevision": revision}  # keep zoom and hidden traces across the live updates of one chart
+    out = {**style.layout(title, x_title, y_title, HEIGHT, {"l": 50, "r": 10, "t": 40, "b": 40}),
+           "uirevision": revision, **THEME_NEUTRAL}  # uirevision: keep zoom and hidden traces across updates
+    for axis in ("xaxis", "yaxis"):
+        out[axis] = {**out[axis], **NEUTRAL_AXIS}
+    return out
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
@@ -97,9 +107,9 @@ def acceptance_figure(comparison: Comparison) -> go.Figure:
     layout["margin"] = {"l": 50, "r": 10, "t": 30, "b": 40}
     layout["xaxis"]["domain"] = [0, 0.5]
     layout["yaxis"].update(range=[0, 1.12], tickformat=".0%")
-    layout["xaxis2"] = {**style.AXIS, "domain": [0.62, 1], "anchor": "y2", "type": "category",
+    layout["xaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "domain": [0.62, 1], "anchor": "y2", "type": "category",
                         "title": {"text": "draft position"}}
-    layout["yaxis2"] = {**style.AXIS, "anchor": "x2", "range": [0, 1.12], "tickformat": ".0%"}
+    layout["yaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "anchor": "x2", "range": [0, 1.12], "tickformat": ".0%"}
     layout["annotations"] = [
         {"text": text, "x": x, "y": 1.0, "xref": "paper", "yref": "paper", "xanchor": "center",
          "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}

@@ -13,7 +13,7 @@ from specplay.page.charts import history_table
 from specplay.page.compare_run import RunPlace, replay_run, run_comparison
 from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
                                   max_tokens_limit, token_examples, workload_examples)
-from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame
+from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exports
 from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.page.session import session_id
@@ -21,7 +21,7 @@ from specplay.presets.catalog import Preset
 from specplay.presets.engines import serve_texts
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
-RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
+RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live", "result_file", "summary_md")
 # What the status poll redraws on this tab when the engines' state or the preset changes.
 STATUS_OUTPUTS = ("run_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt", "examples_text",
                   "examples_ids")
@@ -103,7 +103,11 @@ def _stats(tab: Section, start: dict) -> None:
         tab.add("history_df", gr.DataFrame(history_table([]), interactive=False, elem_id="history"))
         tab.add("history_file", gr.DownloadButton("Download history (CSV)", value=None, size="sm",
                                                   elem_id="history-csv"))
+    with gr.Accordion("This run as Markdown (copy into an issue)", open=False):
+        tab.add("summary_md", gr.Code("", language="markdown", interactive=False, elem_id="summary-md"))
     with gr.Accordion("Raw result (JSON)", open=False):
+        tab.add("result_file", gr.DownloadButton("Download the run (JSON)", value=None, size="sm",
+                                                 elem_id="result-json"))
         tab.add("result", gr.JSON(elem_id="result"))
 
 
@@ -129,7 +133,7 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history,
                                      session_id(request)):
-            yield tab.out(values)
+            yield tab.out({**values, **exports(values)})
 
     def replay(live):
         for values in replay_run(place.manager, live):

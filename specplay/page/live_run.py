@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import json
+from pathlib import Path
+
+from specplay.bench.outputs import markdown_table
 from specplay.page import charts
 
 from specplay.page import views
@@ -178,3 +182,18 @@ def target_step_floor_s(preset: Preset, hardware) -> float | None:
             weights = None
         _FLOORS[key] = bandwidth_floor_s(weights, hardware)
     return _FLOORS[key]
+
+
+def exports(values: dict) -> dict:
+    """The finished run's exports, added to its last frame (the one carrying the history CSV): the run's JSON
+    as a file beside the session's CSV, one a session, overwritten (named after the CSV's hard-to-guess
+    session stem, so one visitor can't guess another's), and this run's table as Markdown."""
+    csv_path, result = values.get("history_file"), values.get("result")
+    if not csv_path or not isinstance(result, dict):
+        return {}
+    session = Path(csv_path).stem.removeprefix("history-")
+    path = Path(csv_path).with_name(f"run-{session}.json")
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    summary = values.get("summary")
+    md = markdown_table(list(summary.columns), summary.astype(str).values.tolist()) if summary is not None else ""
+    return {"result_file": str(path), "summary_md": md}

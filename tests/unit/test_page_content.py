@@ -44,3 +44,30 @@ def test_the_page_shows_workload_examples_and_shift_enter_runs(page):
     run = next(d for d in page.config["dependencies"] if d.get("api_name") == "run")
     assert [run_btn, "click"] in [list(t) for t in run["targets"]]
     assert [prompt, "submit"] in [list(t) for t in run["targets"]]  # Gradio submits lines>1 on Shift+Enter
+
+
+def test_exports_sit_beside_the_results(page):
+    from specplay.page.compare_tab import RUN_OUTPUTS
+
+    for elem_id in ("result-json", "summary-md", "bench-json", "bench-pngs", "bench-md", "bench-csv"):
+        assert _component(page, elem_id)
+    assert {"result_file", "summary_md"} <= set(RUN_OUTPUTS)
+
+
+def test_the_runs_json_file_and_markdown_table(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from specplay.bench.outputs import markdown_table
+    from specplay.page.live_run import exports
+
+    csv_path = tmp_path / "history-abc123.csv"
+    summary = pd.DataFrame([["speedup", "", "2.00×"]], columns=["figure", "baseline", "speculative"])
+    out = exports({"history_file": str(csv_path), "result": {"run_id": "run-7", "identical": True}, "summary": summary})
+    assert out["result_file"].endswith("run-abc123.json")  # one a session, named like its CSV
+    assert json.loads(open(out["result_file"]).read())["identical"] is True
+    assert out["summary_md"] == "| figure | baseline | speculative |\n|---|---|---|\n| speedup |  | 2.00× |"
+    assert exports({"result": {"streaming": True}}) == {}  # frames before the last: nothing to export
+    md = markdown_table(["figure", "baseline"], [["speedup", "1.5|2"]])
+    assert md == "| figure | baseline |\n|---|---|\n| speedup | 1.5\\|2 |"
