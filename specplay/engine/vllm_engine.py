@@ -30,11 +30,15 @@ class _CountersLogger:
 
     def __init__(self, vllm_config=None, engine_index: int = 0):
         self.num_drafts = self.num_draft_tokens = self.num_accepted_tokens = 0
+        self.kv_cache_usage: float | None = None  # the scheduler's latest: share of KV cache blocks in use
         spec = getattr(vllm_config, "speculative_config", None)
         # one slot per draft position, sized once from k as vLLM sizes its own SpecDecodingStats
         self.accepted_per_position = [0] * (spec.num_speculative_tokens if spec is not None else 0)
 
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0, **_):
+        usage = getattr(scheduler_stats, "kv_cache_usage", None)
+        if usage is not None:  # vllm:kv_cache_usage_perc, as this engine's scheduler last reported it
+            self.kv_cache_usage = float(usage)
         stats = getattr(scheduler_stats, "spec_decoding_stats", None)
         if stats is None:
             return
@@ -233,6 +237,11 @@ class Engine:
 
     def counters(self) -> SpecDecodeCounters:
         return self._counters.snapshot() if self._counters else SpecDecodeCounters()
+
+    def kv_cache_usage(self) -> float | None:
+        """The share (0-1) of this engine's KV cache in use at its scheduler's last step (what vLLM exports
+        as vllm:kv_cache_usage_perc); None before the first step."""
+        return self._counters.kv_cache_usage if self._counters else None
 
     def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
         """The exact token ids both engines get: the chat template applied once, here."""

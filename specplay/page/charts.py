@@ -5,6 +5,8 @@ no per-token work beyond one pass.
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -117,20 +119,59 @@ def acceptance_figure(comparison: Comparison) -> go.Figure:
     return _figure(data, layout)
 
 
-def memory_figure(series: dict, label: str, origin: float | None) -> go.Figure:
-    """`series`: {role: MemorySeries} from telemetry; shown in GiB against the run's clock."""
-    data = []
+def memory_figure(series: dict, label: str, origin: float | None, plan_note: str | None = None) -> go.Figure:
+    """`series`: {role: MemorySeries} from telemetry; shown in GiB against the run's clock, with each engine's
+    KV cache in use (vLLM's scheduler stats, 0-100%) as a dotted line on a right-hand axis where reported.
+    `plan_note`: what the memory plan says each engine holds (weights, draft, KV cache reserved)."""
+    data, kv_seen = [], False
     for role in (BASELINE, SPECULATIVE):
         s = series.get(role)
         if s is None or origin is None:
-            xs, ys = [], []
+            xs, ys, kv = [], [], []
         else:
             xs = [round(t - origin, 3) for t in s.times]
             ys = [round(v / 1024 ** 3, 3) for v in s.values]
+            kv = list(s.kv_cache_usage) if len(s.kv_cache_usage) == len(xs) else []
         data.append(_line(xs, ys, role))
+        if any(u is not None for u in kv):
+            kv_seen = True
+            data.append(_line(xs, [None if u is None else round(100 * u, 2) for u in kv], role,
+                              f"{LABELS[role]}: KV cache in use", yaxis="y2",
+                              line={"color": COLORS[role], "width": 1.5, "dash": "dot"}))
     layout = _layout(f"Memory per engine: {label}", "seconds since the run started", "GiB", "memory")
     layout["xaxis"]["rangemode"] = "normal"
+    if kv_seen:
+        layout["yaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "overlaying": "y", "side": "right", "range": [0, 100],
+                            "title": {"text": "KV cache in use (%)"}, "showgrid": False}
+        # four lines: the legend below the plot, clear of the title
+        layout["legend"] = {**layout["legend"], "y": -0.32, "yanchor": "top", "x": 0, "xanchor": "left"}
+        layout["margin"] = {**layout["margin"], "r": 50, "b": 110}
+        layout["height"] = HEIGHT + 70
+    if plan_note:
+        # one line per engine under the title (<br><sup>: every plotly.js draws it; title.subtitle needs a
+        # recent one)
+        lines = "".join(f"<br><sup>{html.escape(line)}</sup>" for line in plan_note.split(" · "))
+        layout["title"] = {**layout["title"], "text": f"{layout['title']['text']}{lines}"}
+        layout["margin"] = {**layout["margin"], "t": 40 + 14 * plan_note.count(" · ") + 14}
+        layout["height"] = layout["height"] + 14 * (plan_note.count(" · ") + 1)
     return _figure(data, layout)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024 ** 3:.2f} GiB"
+
+
+def plan_note(memory_plan) -> str | None:
+    """One line: per engine, the weights it holds (target, draft or head) and the KV cache reserved."""
+    parts = []
+    for row in memory_plan.engines:
+        held = [f"{'weights' if p.kind == 'target' else p.kind} {_gib(p.weight_bytes)}"
+                for p in row.parts if p.weight_bytes]
+        if row.kv_capacity_bytes:
+            held.append(f"KV cache {_gib(row.kv_capacity_bytes)} reserved")
+        if held:
+            parts.append(f"{LABELS.get(row.role, row.role)}: {' + '.join(held)}")
+    return " · ".join(parts) or None
 
 
 # -- tables ----------------------------------------------------------------------------------------------

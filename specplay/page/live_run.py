@@ -107,7 +107,8 @@ class LiveRun:
         if at is None:
             origin = charts.run_origin(c)
             memory = sampler.series(since=(origin - 2.0) if origin else None) if sampler else {}
-            out["fig_mem"] = charts.memory_figure(memory, sampler.label if sampler else "not sampled", origin)
+            out["fig_mem"] = charts.memory_figure(memory, sampler.label if sampler else "not sampled", origin,
+                                                  memory_plan_note(self.preset, self.device))
         return out
 
     def _pane(self, c: Comparison, role: str, texts: dict, divergence: int | None, waiting: bool = False) -> str:
@@ -197,3 +198,22 @@ def exports(values: dict) -> dict:
     summary = values.get("summary")
     md = markdown_table(list(summary.columns), summary.astype(str).values.tolist()) if summary is not None else ""
     return {"result_file": str(path), "summary_md": md}
+
+
+_PLAN_NOTES: dict = {}
+
+
+def memory_plan_note(preset: Preset, device: str) -> str | None:
+    """What each engine's memory holds by the memory plan (specplay.plan: weights, draft, KV cache
+    reserved), once per preset; None where the plan can't be made (a model's config not to be had)."""
+    key = (preset.name, preset.num_speculative_tokens, device)
+    if key not in _PLAN_NOTES:
+        try:
+            from specplay.core.hardware import detect
+            from specplay.plan.memory import plan
+
+            _PLAN_NOTES[key] = charts.plan_note(plan(preset, detect()))
+        except Exception:  # the note only explains the chart: never fail a frame for it
+            _PLAN_NOTES[key] = None
+    return _PLAN_NOTES[key]
+
