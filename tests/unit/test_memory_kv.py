@@ -54,3 +54,12 @@ def test_memory_chart_draws_kv_cache_in_use_on_a_second_axis_with_the_plans_note
     assert fig.layout.yaxis2.title.text == "KV cache in use (%)" and "draft model 0.42 GiB" in fig.layout.title.text
     plain = charts.memory_figure({BASELINE: MemorySeries(BASELINE, (10.0,), (gib,))}, "RSS", origin=10.0)
     assert len(plain.data) == 2 and "yaxis2" not in plain.to_plotly_json()["layout"]  # nothing reported: no second axis
+
+
+def test_remote_servers_kv_usage_comes_from_their_metrics_page():
+    from specplay.engine.remote import parse_kv_usage
+
+    page = ('# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n'
+            'vllm:kv_cache_usage_perc{engine="0",model_name="target"} 0.125\n'
+            'vllm:kv_cache_usage_perc_other 0.9\n')
+    assert parse_kv_usage(page) == 0.125 and parse_kv_usage("vllm:num_requests_running 1\n") is None
