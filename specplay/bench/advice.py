@@ -18,7 +18,7 @@ COST_GROWS = 1.05  # the step-cost factor at the largest k this much above the s
 # A speculative step does all a plain step does and more: a step-cost factor below this means the baseline's
 # batch ran slow (shared cores, a noisy neighbour), and every row that reuses it is skewed.
 IMPLAUSIBLE_COST = 0.95
-GROUP_KEYS = ("workload", "temperature", "concurrency", "acceptance")
+GROUP_KEYS = ("workload", "temperature", "concurrency", "acceptance", "request_rate")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,6 +35,7 @@ class Advice:
     best_speedup: float | None
     agree: bool
     sentence: str
+    request_rate: float | str | None = None  # open-loop rows: their request rate ("inf": all at once)
 
 
 def rule_k(current_k: int, acceptance_rate: float | None) -> tuple[str, int]:

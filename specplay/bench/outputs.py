@@ -21,14 +21,17 @@ from specplay.bench.charts import HEIGHT
 
 # Compact headers for the table; what each figure means and how it prints is metrics.BENCH_FIGURES'.
 TABLE_COLUMNS = {
-    "workload": "workload", "temperature": "T", "concurrency": "c", "k": "k", "acceptance": "a",
+    "workload": "workload", "temperature": "T", "concurrency": "c", "request_rate": "req/s", "k": "k",
+    "acceptance": "a",
     "speedup": "speedup", "tokens_per_step_ratio": "tok/step ×", "step_cost_ratio": "step cost ×",
     "acceptance_rate": "accept", "mean_acceptance_length": "MAL", "predicted_speedup": "predicted",
     "predicted_speedup_measured": "pred. (times)", "draft_pass_cost": "draft/pass",
     "tokens_per_s_baseline": "tok/s b", "tokens_per_s_speculative": "tok/s s",
     "throughput_baseline": "batch tok/s b", "throughput_speculative": "batch tok/s s",
     "latency_p50_s_baseline": "p50 s b", "latency_p50_s_speculative": "p50 s s",
-    "latency_p90_s_baseline": "p90 s b", "latency_p90_s_speculative": "p90 s s", "identical": "identical",
+    "latency_p90_s_baseline": "p90 s b", "latency_p90_s_speculative": "p90 s s",
+    "ttft_p50_s_baseline": "TTFT ms b", "ttft_p50_s_speculative": "TTFT ms s",
+    "tpot_p50_s_baseline": "TPOT ms b", "tpot_p50_s_speculative": "TPOT ms s", "identical": "identical",
 }
 PNG_WIDTH = 900
 CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -52,6 +55,14 @@ def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
                 line.append("—" if raw is None else f"{raw:g}" if isinstance(raw, float) else str(raw))
         cells.append(line)
     return [TABLE_COLUMNS[c] for c in columns], cells
+
+
+def markdown_table(headers: list[str], cells: list[list[str]]) -> str:
+    """A table as GitHub Markdown, for people to paste into an issue or a PR ("|" in a cell escaped)."""
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in cells]
+    return "\n".join(lines)
 
 
 def text_table(rows: list[dict]) -> str:
@@ -120,13 +131,16 @@ def merge_results(results: list[dict]) -> dict:
     settings = [r.get("settings") or {} for r in results]
     merged["settings"] = {**settings[0], **{
         key: sorted({v for s in settings for v in s.get(key) or []}, key=str)
-        for key in ("workloads", "concurrency", "k", "temperature", "acceptance")}}
+        for key in ("workloads", "concurrency", "k", "temperature", "acceptance", "request_rate")}}
     stamps = [r.get(key) for r in results for key in ("started_utc", "finished_utc") if r.get(key)]
     merged["started_utc"], merged["finished_utc"] = (min(stamps), max(stamps)) if stamps else (None, None)
     merged["cancelled"] = any(r.get("cancelled") for r in results)
     merged["command"] = [c for r in results for c in (r["command"] if isinstance(r.get("command"), list)
                                                        else [r.get("command")]) if c]
     spec = next((e.get("speculative", {}) for e in merged["engines"].values()), {})
+    from specplay.bench.latency import rate_sentences
+
+    merged["rate_advice"] = rate_sentences(merged["rows"])
     merged["advice"] = [dataclasses.asdict(a) for a in advise(merged["rows"], merged.get("loaded_k"), merged.get("method"),
                                                 spec.get("async_scheduling"))]
     return merged

@@ -15,15 +15,16 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
+import math
 import threading
 from dataclasses import dataclass
 from typing import Iterator
 
 from specplay.run import metrics
 from specplay.bench.advice import advise
+from specplay.bench.latency import latency_figures, poisson_arrivals, rate_sentences, vllm_bench_commands
 from specplay.bench.passes import measured_prediction, preset_draft_passes
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
-from specplay.core.stats import LINEAR, percentile
 from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings
 from specplay.presets.models import target_vocab_size
@@ -32,7 +33,7 @@ from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, to
 TOKEN_IDS = "token-ids"  # the workload of presets without a tokenizer (dummy weights)
 TOKEN_ID_PROMPT_LENGTH = 128
 DEFAULT_TEXT_WORKLOADS = ("code", "chat")
-SETTING_KEYS = ("workload", "temperature", "concurrency", "k", "acceptance")
+SETTING_KEYS = ("workload", "temperature", "concurrency", "k", "acceptance", "request_rate")
 WARMUP_TOKENS = 8
 # A short prompt of its own for warm-ups, so they leave nothing of a measured prompt in the prefix cache.
 WARMUP_TEXT = "Count from one to twenty."
@@ -48,7 +49,10 @@ class BenchSettings:
     preset: str
     workloads: tuple[str, ...] = ()  # names or JSONL paths; empty: code and chat (token ids without a tokenizer)
     n: int = 4  # prompts per workload
-    concurrency: tuple[int, ...] = (1,)
+    concurrency: tuple[int, ...] = (1,)  # closed loop: requests in flight (vllm bench serve's --max-concurrency)
+    # open loop: requests per second, Poisson arrivals seeded with `seed` (math.inf: all at once); one row
+    # per rate beside the closed-loop ones, every request of the workload allowed in flight
+    request_rate: tuple[float, ...] = ()
     k: tuple[int, ...] = ()  # empty: the preset's k
     temperature: tuple[float, ...] = (0.0,)
     acceptance: tuple[float, ...] = ()  # synthetic presets only; empty: the preset's own
@@ -75,6 +79,7 @@ class Setting:
     concurrency: int
     k: int
     acceptance: float | None = None
+    request_rate: float | None = None  # None: closed loop (concurrency in flight)
 
     @property
     def variant(self) -> Variant:
@@ -147,6 +152,9 @@ def check(settings: BenchSettings, preset: Preset) -> None:
     for c in settings.concurrency or bad("concurrency", "at least one value", ()):
         if not 1 <= c <= 512:
             bad("concurrency", "requests in flight from 1 to 512", c)
+    for r in settings.request_rate:
+        if not r > 0:
+            bad("request rate", "requests per second above 0, or inf", r)
     for k in settings.k:
         if not 1 <= k <= 16:
             bad("k", "num_speculative_tokens from 1 to 16", k)
@@ -173,11 +181,12 @@ def make_plan(settings: BenchSettings, preset: Preset, workloads: list[str], res
     variants = [Variant(k, a) for k in ks for a in accs]
     variants.sort(key=lambda v: v != loaded)  # stable: the loaded one first, the rest as given
     temps, concs = tuple(dict.fromkeys(settings.temperature)), tuple(dict.fromkeys(settings.concurrency))
-    rows = tuple(Setting(w, t, c, v.k, v.acceptance)
-                 for v in variants for w, t, c in itertools.product(workloads, temps, concs))
+    loops = [(c, None) for c in concs] + [(settings.n, r) for r in dict.fromkeys(settings.request_rate)]
+    rows = tuple(Setting(w, t, c, v.k, v.acceptance, r)
+                 for v in variants for w, t, (c, r) in itertools.product(workloads, temps, loops))
     restarts = sum(v != loaded for v in variants)
     restarts += 1 if restore and variants[-1] != loaded else 0
-    return Plan(tuple(variants), rows, len(workloads) * len(temps) * len(concs), restarts)
+    return Plan(tuple(variants), rows, len(workloads) * len(temps) * len(loops), restarts)
 
 
 def load_prompts(settings: BenchSettings, preset: Preset) -> dict[str, list]:
@@ -212,16 +221,13 @@ def engine_figures(batch) -> dict:
     decode_tokens = sum(t.decode_tokens for t in traces)
     seconds = sum(t.decode_seconds for t in traces)
     steps = sum(t.decode_steps for t in traces)
-    latencies = [t.total_seconds for t in batch.traces if t.step_sizes]
     tokens = sum(len(t.token_ids) for t in batch.traces)
     return {
         "tokens_per_s": pooled_decode_rate(batch.traces),
         "tokens_per_step": decode_tokens / steps if steps else None,
         "step_seconds": seconds / steps if steps and seconds > 0 else None,
         "throughput": tokens / batch.wall_seconds if batch.wall_seconds > 0 else None,
-        # a batch has a few requests: interpolated, so p90 of 4 isn't simply the slowest
-        "latency_p50_s": percentile(latencies, 0.5, LINEAR),
-        "latency_p90_s": percentile(latencies, 0.9, LINEAR),
+        **latency_figures(batch.traces),  # TTFT, TPOT, ITL, end to end at p50/p90/p99 (vllm bench serve's)
         "tokens": tokens,
     }
 
@@ -253,6 +259,8 @@ def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, 
         "identical": same,
     }
     row = {key: getattr(setting, key) for key in SETTING_KEYS}
+    if row["request_rate"] is not None and math.isinf(row["request_rate"]):
+        row["request_rate"] = "inf"  # JSON has no infinity
     row.update(requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
                num_accepted=c.num_accepted_tokens, accepted_per_position=list(c.accepted_per_position),
                acceptance_source=getattr(speculative, "counters_source", None), draft_passes=passes)
@@ -310,8 +318,9 @@ class BenchRun:
                     done += 1
                 self.engines[variant.label] = self.pair.engine_info()
                 for setting in (s for s in plan.settings if s.variant == variant):
-                    key = (setting.workload, setting.temperature, setting.concurrency)
-                    where = f"{setting.workload} · T={setting.temperature:g} · c={setting.concurrency}"
+                    key = (setting.workload, setting.temperature, setting.concurrency, setting.request_rate)
+                    where = f"{setting.workload} · T={setting.temperature:g} · " + (
+                        f"c={setting.concurrency}" if setting.request_rate is None else f"{setting.request_rate:g} req/s")
                     if key not in baselines:
                         yield Progress(done, plan.units, f"baseline · {where}")
                         baselines[key] = self._measure(BASELINE, setting)
@@ -360,7 +369,11 @@ class BenchRun:
                                      ignore_eos=True)
             self.pair.run_batch(role, [warm] * c, c, cancel=self.cancel)
             self._warm.add(engine_key)
-        return self.pair.run_batch(role, self._requests(setting), c, cancel=self.cancel)
+        requests = self._requests(setting)
+        if setting.request_rate is None:
+            return self.pair.run_batch(role, requests, c, cancel=self.cancel)
+        arrivals = poisson_arrivals(len(requests), setting.request_rate, self.settings.seed)
+        return self.pair.run_batch(role, requests, c, cancel=self.cancel, arrival_times=arrivals)
 
     def result(self) -> dict:
         """Everything the bench measured, as the JSON file holds it."""
@@ -370,10 +383,14 @@ class BenchRun:
             "synthetic": is_synthetic(self.preset), "machine": self.hardware.describe(),
             "device": self.hardware.device,
             "settings": {**dataclasses.asdict(self.settings), "workloads": list(self.prompts),
-                         "max_tokens": self.max_tokens},
+                         "max_tokens": self.max_tokens,
+                         "request_rate": ["inf" if math.isinf(r) else r for r in self.settings.request_rate]},
             "started_utc": self.started, "finished_utc": self.finished, "cancelled": self.cancelled,
             "engines": self.engines,
             "rows": self.rows,
             "advice": [dataclasses.asdict(a) for a in advise(self.rows, self.preset.num_speculative_tokens,
                                                              self.preset.method, spec_info.get("async_scheduling"))],
+            "rate_advice": rate_sentences(self.rows),
+            "vllm_bench_serve": vllm_bench_commands(self.preset, self.settings, self.max_tokens,
+                                                    self.settings.workloads or (DEFAULT_TEXT_WORKLOADS if TOKEN_IDS not in self.prompts else ())),
         }

@@ -29,15 +29,22 @@ def add_arguments(p) -> None:
     p.add_argument("--workloads", default="",
                    help="comma-separated workload names (code, chat, conversations, rewrite, summarize, qa) or "
                         "paths to your own JSONL; default code,chat (token ids for presets without a tokenizer)")
-    p.add_argument("--n", type=int, default=4, help="prompts per workload (default 4)")
-    p.add_argument("--concurrency", default="1", help="requests in flight per engine, e.g. 1,8,32 (default 1)")
+    p.add_argument("--num-prompts", "--n", dest="n", type=int, default=4,
+                   help="prompts per workload (default 4; vllm bench serve's name, --n the old one)")
+    p.add_argument("--max-concurrency", "--concurrency", dest="concurrency", default="1",
+                   help="closed loop: requests in flight per engine, e.g. 1,8,32 (default 1)")
+    p.add_argument("--request-rate", default="",
+                   help="open loop: requests per second, e.g. 1,4,16,inf (Poisson arrivals seeded by --seed; "
+                        "inf: all at once); one row per rate beside the --max-concurrency rows")
+    p.add_argument("--seed", type=int, default=0, help="the arrivals' and the sampling's seed (default 0)")
     p.add_argument("--k", default="", help="num_speculative_tokens values, e.g. 1,3,5,7 (default: the preset's)")
     p.add_argument("--temperature", default="0", help="e.g. 0,0.5,1.0 (default 0)")
     p.add_argument("--acceptance", default="",
                    help="synthetic acceptance per draft token, e.g. 0.5,0.7,0.9 (presets with "
                         "rejection_sample_method: synthetic; position i is accepted with a^i)")
     p.add_argument("--max-tokens", type=int, default=None, help="per request (default: the preset's)")
-    p.add_argument("--out", default=None, help="results folder (default bench-results/<preset>-<UTC time>/)")
+    p.add_argument("--result-dir", "--out", dest="out", default=None,
+                   help="results folder (default bench-results/<preset>-<UTC time>/)")
     p.add_argument("--no-png", action="store_true", help="write the charts as HTML only")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     from specplay.cli.compare import add_remote_arguments
@@ -57,6 +64,7 @@ def _list(flag: str, text: str, kind):
 
 
 def settings_from_args(args):
+    from specplay.bench.latency import parse_rate
     from specplay.bench.runner import BenchSettings
     from specplay.bench.workloads import split_names
 
@@ -65,6 +73,7 @@ def settings_from_args(args):
         concurrency=_list("--concurrency", args.concurrency, int), k=_list("--k", args.k, int),
         temperature=_list("--temperature", args.temperature, float),
         acceptance=_list("--acceptance", args.acceptance, float), max_tokens=args.max_tokens,
+        request_rate=_list("--request-rate", args.request_rate, parse_rate), seed=args.seed,
     )
 
 
@@ -180,10 +189,18 @@ def report(result: dict, written: dict, as_json: bool) -> None:
         return
     print(text_table(result["rows"]))
     print()
+    from specplay.bench.latency import rate_label
+
     for advice in result.get("advice") or []:
-        where = f"{advice['workload']}, T={advice['temperature']:g}, c={advice['concurrency']}"
+        where = f"{advice['workload']}, T={advice['temperature']:g}, " + (
+            f"c={advice['concurrency']}" if advice.get("request_rate") is None else rate_label(advice["request_rate"]))
         where += f", a={advice['acceptance']:g}" if advice["acceptance"] is not None else ""
         print(f"{where}: {advice['sentence']}")
+    for rate in result.get("rate_advice") or []:
+        print(f"{rate['workload']}, T={rate['temperature']:g}, k={rate['k']}, open loop: {rate['sentence']}")
+    for workload, lines in (result.get("vllm_bench_serve") or {}).items():
+        print(f"\n# {workload} with vllm bench serve, on the two servers of `specplay serve-cmd`:")
+        print("\n".join(lines.values()))
     print(f"\nresults: {written['csv']}, {written['json']}; charts: "
           f"{', '.join(Path(p).name for p in written['png'] or written['html'])}")
 

@@ -89,8 +89,9 @@ class CompareCommand(CLISubcommand):
         c.add_argument("--max-tokens", type=int, default=None, help="default: the preset's")
         c.add_argument("--temperature", type=float, default=0.0)
         c.add_argument("--ignore-eos", action="store_true", help="always generate max tokens")
-        c.add_argument("--schedule", choices=[s.value for s in Schedule], default=Schedule.CONCURRENT.value,
-                       help="run both engines at once (default) or one after the other (clean timings)")
+        c.add_argument("--schedule", choices=[s.value for s in Schedule], default=Schedule.SEQUENTIAL.value,
+                       help="one engine after the other, each with the device to itself, as the page does "
+                            "(default), or both at once (on one GPU each slows the other)")
         c.add_argument("--json", action="store_true", help="print one JSON object")
         add_remote_arguments(c)
 

@@ -20,6 +20,9 @@ def verdict(result) -> str:
     if ctx:
         lines += [f"  common:      ...{ctx['common']!r}", f"  baseline:    {ctx[BASELINE]!r}",
                   f"  speculative: {ctx[SPECULATIVE]!r}"]
+    for role, top in (result.divergence_candidates or {}).items():
+        if top:  # the top candidates there, so a near-tie reads as one
+            lines.append(f"  {role + ' top:':<17}" + ", ".join(f"{text!r} {lp:.3f}" for text, lp in top))
     return "\n".join(lines)
 
 

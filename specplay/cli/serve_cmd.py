@@ -18,16 +18,19 @@ class ServeCommand(CLISubcommand):
         parser.add_argument("--json", action="store_true", help="print one JSON object: preset, baseline, speculative")
 
     def cmd(self, args, pair=None) -> int:
-        from specplay.presets.catalog import get_preset, serve_commands
+        from specplay.presets.catalog import get_preset
+        from specplay.presets.engines import serve_commands, serve_notes, serve_texts
 
         preset = get_preset(args.preset)
-        lines = serve_commands(preset)
         if args.json:
+            lines = serve_commands(preset)
             print(json.dumps({"preset": preset.name, "description": preset.description,
-                              BASELINE: lines[BASELINE], SPECULATIVE: lines[SPECULATIVE]}))
+                              BASELINE: lines[BASELINE], SPECULATIVE: lines[SPECULATIVE],
+                              "notes": {role: serve_notes(preset, role) for role in (BASELINE, SPECULATIVE)}}))
             return 0
+        texts = serve_texts(preset)
         print(f"# {preset.name}: {preset.description}")
-        print(f"# baseline\n{lines[BASELINE]}\n# speculative\n{lines[SPECULATIVE]}")
+        print(f"# baseline\n{texts[BASELINE]}\n# speculative\n{texts[SPECULATIVE]}")
         return 0
 
 

@@ -116,6 +116,7 @@ class StepEvent:
     # Speculative engine only: its counters since this run started, read as this chunk arrived (on the
     # last chunk, the request's own counters where vLLM reports them: see RunFinished.counters_source).
     counters: SpecDecodeCounters | None = None
+    logprobs: tuple | None = None  # per token, its top candidates ((text, logprob), ...) where reported
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,16 @@ class EngineTrace:
     # TOKENS: one token a step (no speculation); PER_REQUEST once verified_steps is known; else CHUNKS
     count_steps_from: str = CHUNKS
     verified_steps: int | None = None  # decode steps from the request's own counters (set_verified_steps)
+    # per token, its top candidates ((text, logprob), ...) as the engine reported them; None per token not reported
+    top_logprobs: list = field(default_factory=list)
 
     def add(self, event: StepEvent) -> None:
         self.submitted_at = event.submitted_at
         if event.token_ids:
             self.token_ids.extend(event.token_ids)
+            reported = getattr(event, "logprobs", None)
+            self.top_logprobs.extend(reported if reported is not None and len(reported) == len(event.token_ids)
+                                     else [None] * len(event.token_ids))
             self.step_sizes.append(len(event.token_ids))
             self.step_times.append(event.time)
         self.text += event.text
@@ -113,6 +118,7 @@ class EngineTrace:
         out = EngineTrace(self.engine, submitted_at=self.submitted_at, count_steps_from=self.count_steps_from)
         out.step_sizes, out.step_times = self.step_sizes[:n], self.step_times[:n]
         out.token_ids = self.token_ids[:sum(out.step_sizes)]
+        out.top_logprobs = self.top_logprobs[:len(out.token_ids)]
         out.finished = n == len(self.step_times) and self.finished
         out.finish_reason = self.finish_reason if out.finished else None
         return out

@@ -287,7 +287,7 @@ class EnginePair:
                     counters = exact if exact is not None else engine.counters().minus(counters_before)
                 events.put(StepEvent(engine=role, step=step, token_ids=tuple(chunk.token_ids), text=chunk.text,
                                      time=now, submitted_at=submitted, finished=chunk.finished,
-                                     finish_reason=chunk.finish_reason, counters=counters))
+                                     finish_reason=chunk.finish_reason, counters=counters, logprobs=chunk.logprobs))
                 step += 1
                 if run_id in self._cancelled and not chunk.finished:  # the abort came before vLLM knew the
                     await engine.abort(f"{run_id}-{role}")                # request (a no-op then): again
@@ -296,18 +296,25 @@ class EnginePair:
         return exact if role == SPECULATIVE else None
 
     def run_batch(self, role: str, requests: list[GenerationRequest], concurrency: int,
-                  cancel: threading.Event | None = None) -> BatchResult:
+                  cancel: threading.Event | None = None, arrival_times: list[float] | None = None) -> BatchResult:
         """Run `requests` on ONE engine (the other idles), at most `concurrency` in flight: a benchmark's
-        batch, so each engine is measured alone. Blocks; holds the one-run-at-a-time lock. Setting `cancel`
-        aborts what is in flight and submits nothing more. Raises PromptError before anything runs."""
+        batch, so each engine is measured alone. `arrival_times` (seconds after the batch's start, one per
+        request): an open-loop batch, each request submitted no earlier than its arrival (`vllm bench serve
+        --request-rate`); None: each as soon as a slot is free. Blocks; holds the one-run-at-a-time lock.
+        Setting `cancel` aborts what is in flight and submits nothing more. Raises PromptError before
+        anything runs."""
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if arrival_times is not None and len(arrival_times) != len(requests):
+            raise ValueError(f"arrival_times: {len(arrival_times)} for {len(requests)} requests")
         ids = [self.prompt_token_ids(request) for request in requests]
         with self._run_lock:
-            return self._call(self._batch(f"batch-{next(self._ids)}", role, ids, requests, concurrency, cancel))
+            return self._call(self._batch(f"batch-{next(self._ids)}", role, ids, requests, concurrency, cancel,
+                                          arrival_times))
 
     async def _batch(self, batch_id: str, role: str, ids: list[list[int]], requests: list[GenerationRequest],
-                     concurrency: int, cancel: threading.Event | None) -> BatchResult:
+                     concurrency: int, cancel: threading.Event | None,
+                     arrival_times: list[float] | None = None) -> BatchResult:
         engine = self.engines[role]
         before = engine.counters()
         # exact step counts, as in a comparison: the baseline's from its tokens, a request's from its counters
@@ -316,6 +323,8 @@ class EnginePair:
         slots = asyncio.Semaphore(concurrency)  # FIFO: requests enter in order as earlier ones finish
 
         async def one(i: int) -> None:
+            if arrival_times is not None:  # open loop: wait for this request's arrival
+                await asyncio.sleep(max(0.0, started + arrival_times[i] - time.monotonic()))
             async with slots:
                 if cancel is not None and cancel.is_set():
                     return

@@ -94,6 +94,16 @@ def parse_metrics(text: str) -> SpecDecodeCounters:
                               positions)
 
 
+KV_USAGE_METRIC = "vllm:kv_cache_usage_perc"
+
+
+def parse_kv_usage(text: str) -> float | None:
+    """`vllm:kv_cache_usage_perc` (0-1) in a Prometheus text page, the largest over the server's engines."""
+    values = [float(line.rpartition(" ")[2]) for line in text.splitlines()
+              if line.startswith(KV_USAGE_METRIC) and line[len(KV_USAGE_METRIC):][:1] in ("{", " ")]
+    return max(values) if values else None
+
+
 def usage_counters(chunk: dict) -> SpecDecodeCounters | None:
     """The request's own counters from the final usage chunk's `metrics.speculative_decoding`, if present."""
     spec = (chunk.get("metrics") or {}).get("speculative_decoding")
@@ -206,6 +216,21 @@ class RemoteEngine:
             counters = self._metrics_cache[1] if self._metrics_cache else SpecDecodeCounters()
         self._metrics_cache = (now, counters)
         return counters
+
+    def kv_cache_usage(self) -> float | None:
+        """The server's KV cache in use (0-1, `vllm:kv_cache_usage_perc` from GET /metrics), scraped at most
+        twice a second; None when the server doesn't answer (the memory chart then draws no line)."""
+        now = time.monotonic()
+        cached = getattr(self, "_kv_cache", None)
+        if cached and now - cached[0] < 0.5:
+            return cached[1]
+        try:  # its own short request: the sampler's thread, not the pair's client
+            usage = parse_kv_usage(httpx.get(f"{self.settings.base}/metrics", headers=self.settings.headers(),
+                                             timeout=1.0).text)
+        except httpx.HTTPError:
+            usage = None
+        self._kv_cache = (now, usage)
+        return usage
 
     # -- streaming -------------------------------------------------------------------------------------
     async def stream(self, request_id: str, prompt_token_ids: list[int],

@@ -27,6 +27,8 @@ class MemorySeries:
     role: str
     times: tuple[float, ...]
     values: tuple[int, ...]
+    # the engine's KV cache in use (0-1, vLLM's scheduler stats) at each sample; None where not reported
+    kv_cache_usage: tuple[float | None, ...] = ()
 
     @property
     def latest(self) -> int | None:
@@ -113,8 +115,10 @@ class MemorySampler:
     """Samples every engine's memory at `hz` in a daemon thread, keeping the last `window_s` seconds."""
 
     def __init__(self, pids: PidsSource, gpu: bool = False, hz: float = 4.0, window_s: float = 900.0,
-                 devices_by_role: dict[str, list[int]] | None = None):
+                 devices_by_role: dict[str, list[int]] | None = None,
+                 kv_usage: Callable[[], dict[str, float | None]] | None = None):
         self._pids = pids
+        self._kv_usage = kv_usage  # per role, the KV cache in use (0-1), sampled beside the memory
         self._interval = 1.0 / hz
         self._samples: dict[str, deque] = {}
         self._maxlen = int(window_s * hz)
@@ -170,10 +174,16 @@ class MemorySampler:
             values = self._nvml.read({role: [p.pid for p in ps] for role, ps in procs.items()}, with_children=False)
         else:
             values = {role: sum(_rss(p) for p in ps) for role, ps in procs.items()}
+        kv = {}
+        if self._kv_usage is not None:
+            try:
+                kv = self._kv_usage() or {}
+            except Exception:  # an engine being swapped: no usage this tick
+                kv = {}
         now = time.monotonic()
         with self._lock:
             for role, value in values.items():
-                self._samples.setdefault(role, deque(maxlen=self._maxlen)).append((now, value))
+                self._samples.setdefault(role, deque(maxlen=self._maxlen)).append((now, value, kv.get(role)))
         return values
 
     def _loop(self) -> None:
@@ -205,8 +215,9 @@ class MemorySampler:
             copies = {role: list(samples) for role, samples in self._samples.items()}
         out = {}
         for role, samples in copies.items():
-            kept = [(t, v) for t, v in samples if since is None or t >= since]
-            out[role] = MemorySeries(role, tuple(t for t, _ in kept), tuple(v for _, v in kept))
+            kept = [s for s in samples if since is None or s[0] >= since]
+            out[role] = MemorySeries(role, tuple(s[0] for s in kept), tuple(s[1] for s in kept),
+                                     tuple(s[2] for s in kept))
         return out
 
 
@@ -218,4 +229,14 @@ def sampler_for_pair(pair, gpu: bool) -> MemorySampler:
         visible = env.get("CUDA_VISIBLE_DEVICES")
         if visible:
             devices[role] = [int(d) for d in visible.split(",") if d.strip().isdigit()]
-    return MemorySampler(pair.process_ids, gpu=gpu, devices_by_role=devices)
+    return MemorySampler(pair.process_ids, gpu=gpu, devices_by_role=devices, kv_usage=lambda: kv_usage_of(pair))
+
+
+def kv_usage_of(pair) -> dict[str, float | None]:
+    """Each engine's KV cache in use (0-1), read from the engines the pair holds now (a swap replaces one);
+    None for an engine that doesn't report it."""
+    out = {}
+    for role, engine in pair.engines.items():
+        read = getattr(engine, "kv_cache_usage", None)
+        out[role] = read() if callable(read) else None
+    return out

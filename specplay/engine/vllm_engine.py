@@ -30,11 +30,15 @@ class _CountersLogger:
 
     def __init__(self, vllm_config=None, engine_index: int = 0):
         self.num_drafts = self.num_draft_tokens = self.num_accepted_tokens = 0
+        self.kv_cache_usage: float | None = None  # the scheduler's latest: share of KV cache blocks in use
         spec = getattr(vllm_config, "speculative_config", None)
         # one slot per draft position, sized once from k as vLLM sizes its own SpecDecodingStats
         self.accepted_per_position = [0] * (spec.num_speculative_tokens if spec is not None else 0)
 
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0, **_):
+        usage = getattr(scheduler_stats, "kv_cache_usage", None)
+        if usage is not None:  # vllm:kv_cache_usage_perc, as this engine's scheduler last reported it
+            self.kv_cache_usage = float(usage)
         stats = getattr(scheduler_stats, "spec_decoding_stats", None)
         if stats is None:
             return
@@ -116,23 +120,48 @@ def checked_prompt_ids(request: GenerationRequest, template_ids, max_model_len: 
     return ids
 
 
+# Top candidates per generated token (SamplingParams.logprobs): at the first divergence they tell a near-tie
+# (bf16 rounding, a sampled token) from a bug.
+TOP_LOGPROBS = 5
+
+
 class Chunk(NamedTuple):
     """One engine step of one request as streamed (RequestOutputKind.DELTA). `counters`: on the request's
-    last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None."""
+    last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None.
+    `logprobs`: per new token, its top candidates as ((token text, logprob), ...), most likely first; None
+    where the backend doesn't report them."""
 
     token_ids: list[int]
     text: str
     finished: bool
     finish_reason: str | None
     counters: SpecDecodeCounters | None = None
+    logprobs: tuple | None = None
+
+
+def top_logprobs(positions, limit: int = TOP_LOGPROBS) -> tuple | None:
+    """vLLM's per-token logprobs ({token id: Logprob}, a list or FlatLogprobs) as ((text, logprob), ...) per
+    token, most likely first; a token without decoded text shows as <id>. None when there are none."""
+    if positions is None:
+        return None
+    out = []
+    try:
+        for position in positions:
+            ranked = sorted((position or {}).items(), key=lambda item: -item[1].logprob)[:limit]
+            out.append(tuple((lp.decoded_token if lp.decoded_token is not None else f"<{tid}>", float(lp.logprob))
+                             for tid, lp in ranked))
+    except (AttributeError, TypeError):  # an unexpected shape: no candidates rather than a failed run
+        return None
+    return tuple(out)
 
 
 def chunk_of(out) -> Chunk:
-    """A vLLM RequestOutput (DELTA) as a Chunk: its first completion's new tokens and text, and on the last
-    chunk the request's counters, if the output carries them (vLLM 0.26's don't)."""
+    """A vLLM RequestOutput (DELTA) as a Chunk: its first completion's new tokens and text, their top
+    logprobs, and on the last chunk the request's counters, if the output carries them (vLLM 0.26's don't)."""
     completion = out.outputs[0]
     return Chunk(list(completion.token_ids), completion.text or "", bool(out.finished), completion.finish_reason,
-                 request_counters(completion) if out.finished else None)
+                 request_counters(completion) if out.finished else None,
+                 top_logprobs(getattr(completion, "logprobs", None)))
 
 
 @contextmanager
@@ -230,6 +259,11 @@ class Engine:
     def counters(self) -> SpecDecodeCounters:
         return self._counters.snapshot() if self._counters else SpecDecodeCounters()
 
+    def kv_cache_usage(self) -> float | None:
+        """The share (0-1) of this engine's KV cache in use at its scheduler's last step (what vLLM exports
+        as vllm:kv_cache_usage_perc); None before the first step."""
+        return self._counters.kv_cache_usage if self._counters else None
+
     def prompt_token_ids(self, request: GenerationRequest) -> list[int]:
         """The exact token ids both engines get: the chat template applied once, here."""
         return checked_prompt_ids(request, self._template_ids, self.max_model_len)
@@ -260,6 +294,7 @@ class Engine:
             ignore_eos=request.ignore_eos,
             output_kind=RequestOutputKind.DELTA,
             detokenize=self._tokenizer is not None,
+            logprobs=TOP_LOGPROBS,
         )
         prompt = {"prompt_token_ids": list(prompt_token_ids)}
         async for out in self._llm.generate(prompt, params, request_id):

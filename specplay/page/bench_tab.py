@@ -16,6 +16,7 @@ import gradio as gr
 from specplay.page import bench_view as bv
 from specplay.page import views
 from specplay.bench.runner import BenchError, BenchRun, load_prompts
+from specplay.bench.charts import figures as bench_figures
 from specplay.bench.outputs import write_results
 from specplay.page.cancel import CancelRegistry
 from specplay.page.section import Section
@@ -69,8 +70,14 @@ def bench_tab(manager) -> Section:
         with gr.Row():
             for name in names[i:i + 2]:
                 tab.c[name] = gr.Plot(label=bv.CHART_OUTPUTS[name].replace("_", " "), elem_id=name.replace("_", "-"))
-    tab.c["bench_file"] = gr.DownloadButton("Download the bench (CSV)", value=None, size="sm",
-                                             elem_id="bench-csv")
+    with gr.Row():  # exports: CSV, JSON, the charts as PNG, the table as Markdown
+        tab.c["bench_file"] = gr.DownloadButton("Download the bench (CSV)", value=None, size="sm",
+                                                 elem_id="bench-csv")
+        tab.c["bench_json"] = gr.DownloadButton("Download the bench (JSON)", value=None, size="sm",
+                                                 elem_id="bench-json")
+    tab.c["bench_pngs"] = gr.File(label="Charts (PNG)", file_count="multiple", interactive=False, elem_id="bench-pngs")
+    with gr.Accordion("The table as Markdown (copy into an issue)", open=False):
+        tab.c["bench_md"] = gr.Code("", language="markdown", interactive=False, elem_id="bench-md")
     _wire(tab, manager)
     return tab
 
@@ -115,11 +122,11 @@ def run_bench(manager, registry: CancelRegistry, folder: str, session: str, work
     if failure:
         manager.reload_if_dead()
     result = bench.result()
-    written = write_results(Path(folder) / f"bench-{session_stem(session)}-{threading.get_ident()}", result, {},
-                            png=False)
+    written = write_results(Path(folder) / f"bench-{session_stem(session)}-{threading.get_ident()}", result,
+                            bench_figures(bench.rows, bench.preset.num_speculative_tokens, result["synthetic"]))
     yield {"bench_error": views.error_html(failure), "bench_advice": bv.advice_html(bench_advice(result)),
            "bench_table": bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset),
-           "bench_file": written["csv"], **idle}
+           **bv.exports(written, bench.rows), **idle}
 
 
 def _prepare(manager, *picks) -> tuple[tuple | None, str | None]:

@@ -11,7 +11,7 @@ from specplay.bench import charts as bench_charts
 
 from specplay.page import views
 from specplay.bench.runner import BenchError, BenchSettings, Progress, is_synthetic, make_plan
-from specplay.bench.outputs import table
+from specplay.bench.outputs import markdown_table, table
 from specplay.presets.catalog import Preset
 from specplay.bench.workloads import WORKLOADS
 
@@ -25,7 +25,8 @@ DEFAULT_WORKLOADS = ("code", "rewrite")
 # A page bench holds the engines from everyone else: bounded in batches (and starts of the speculative engine)
 MAX_BATCHES, MAX_RESTARTS = 48, 4
 CHART_OUTPUTS = {f"bench_fig_{stem}": stem for stem in (*bench_charts.CHARTS, "predicted_vs_measured")}
-OUTPUTS = ("bench_status", "bench_error", "bench_advice", "bench_table", *CHART_OUTPUTS, "bench_file")
+OUTPUTS = ("bench_status", "bench_error", "bench_advice", "bench_table", *CHART_OUTPUTS, "bench_file",
+           "bench_json", "bench_pngs", "bench_md")
 
 
 def _pick(label: str, values, choices: tuple, cast) -> tuple:
@@ -109,9 +110,19 @@ def chart_frame(rows: list[dict], preset: Preset) -> dict:
             out[name] = bench_charts.predicted_vs_measured(rows) if synthetic and rows else None
         else:
             out[name] = bench_charts.CHARTS[stem][0](rows, preset.num_speculative_tokens) if rows else None
+    for fig in filter(None, out.values()):  # on the page's own background, light or dark (exports stay white)
+        fig.update_layout(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font_color="#7b8494")
     return out
 
 
 def empty_frame() -> dict:
     return {"bench_status": progress_html(None), "bench_error": "", "bench_advice": "",
-            "bench_table": table_frame([]), **{name: None for name in CHART_OUTPUTS}, "bench_file": None}
+            "bench_table": table_frame([]), **{name: None for name in CHART_OUTPUTS}, "bench_file": None,
+            "bench_json": None, "bench_pngs": None, "bench_md": ""}
+
+
+def exports(written: dict, rows: list[dict]) -> dict:
+    """The finished bench's downloads (write_results' files) and its table as Markdown."""
+    headers, cells = table(rows)
+    return {"bench_file": written["csv"], "bench_json": written["json"], "bench_pngs": written.get("png") or None,
+            "bench_md": markdown_table(headers, cells)}

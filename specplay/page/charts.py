@@ -5,6 +5,8 @@ no per-token work beyond one pass.
 
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -19,9 +21,19 @@ LABELS = {BASELINE: "baseline", SPECULATIVE: "speculative"}
 HEIGHT = 300
 
 
+# The page's charts sit on the page's own background, light or dark: transparent, with text and grid in
+# greys that read on both (the bench's exported charts keep core.style's white).
+THEME_NEUTRAL = {"paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)", "font": {"color": "#7b8494"}}
+NEUTRAL_AXIS = {"gridcolor": "rgba(128,128,128,0.22)", "zerolinecolor": "rgba(128,128,128,0.45)",
+                "linecolor": "rgba(128,128,128,0.45)"}
+
+
 def _layout(title: str, x_title: str, y_title: str, revision: str) -> dict:
-    return {**style.layout(title, x_title, y_title, HEIGHT, {"l": 50, "r": 10, "t": 40, "b": 40}),
-            "uirevision": revision}  # keep zoom and hidden traces across the live updates of one chart
+    out = {**style.layout(title, x_title, y_title, HEIGHT, {"l": 50, "r": 10, "t": 40, "b": 40}),
+           "uirevision": revision, **THEME_NEUTRAL}  # uirevision: keep zoom and hidden traces across updates
+    for axis in ("xaxis", "yaxis"):
+        out[axis] = {**out[axis], **NEUTRAL_AXIS}
+    return out
 
 
 def _figure(data: list[dict], layout: dict) -> go.Figure:
@@ -97,9 +109,9 @@ def acceptance_figure(comparison: Comparison) -> go.Figure:
     layout["margin"] = {"l": 50, "r": 10, "t": 30, "b": 40}
     layout["xaxis"]["domain"] = [0, 0.5]
     layout["yaxis"].update(range=[0, 1.12], tickformat=".0%")
-    layout["xaxis2"] = {**style.AXIS, "domain": [0.62, 1], "anchor": "y2", "type": "category",
+    layout["xaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "domain": [0.62, 1], "anchor": "y2", "type": "category",
                         "title": {"text": "draft position"}}
-    layout["yaxis2"] = {**style.AXIS, "anchor": "x2", "range": [0, 1.12], "tickformat": ".0%"}
+    layout["yaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "anchor": "x2", "range": [0, 1.12], "tickformat": ".0%"}
     layout["annotations"] = [
         {"text": text, "x": x, "y": 1.0, "xref": "paper", "yref": "paper", "xanchor": "center",
          "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
@@ -107,20 +119,59 @@ def acceptance_figure(comparison: Comparison) -> go.Figure:
     return _figure(data, layout)
 
 
-def memory_figure(series: dict, label: str, origin: float | None) -> go.Figure:
-    """`series`: {role: MemorySeries} from telemetry; shown in GiB against the run's clock."""
-    data = []
+def memory_figure(series: dict, label: str, origin: float | None, plan_note: str | None = None) -> go.Figure:
+    """`series`: {role: MemorySeries} from telemetry; shown in GiB against the run's clock, with each engine's
+    KV cache in use (vLLM's scheduler stats, 0-100%) as a dotted line on a right-hand axis where reported.
+    `plan_note`: what the memory plan says each engine holds (weights, draft, KV cache reserved)."""
+    data, kv_seen = [], False
     for role in (BASELINE, SPECULATIVE):
         s = series.get(role)
         if s is None or origin is None:
-            xs, ys = [], []
+            xs, ys, kv = [], [], []
         else:
             xs = [round(t - origin, 3) for t in s.times]
             ys = [round(v / 1024 ** 3, 3) for v in s.values]
+            kv = list(s.kv_cache_usage) if len(s.kv_cache_usage) == len(xs) else []
         data.append(_line(xs, ys, role))
+        if any(u is not None for u in kv):
+            kv_seen = True
+            data.append(_line(xs, [None if u is None else round(100 * u, 2) for u in kv], role,
+                              f"{LABELS[role]}: KV cache in use", yaxis="y2",
+                              line={"color": COLORS[role], "width": 1.5, "dash": "dot"}))
     layout = _layout(f"Memory per engine: {label}", "seconds since the run started", "GiB", "memory")
     layout["xaxis"]["rangemode"] = "normal"
+    if kv_seen:
+        layout["yaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "overlaying": "y", "side": "right", "range": [0, 100],
+                            "title": {"text": "KV cache in use (%)"}, "showgrid": False}
+        # four lines: the legend below the plot, clear of the title
+        layout["legend"] = {**layout["legend"], "y": -0.32, "yanchor": "top", "x": 0, "xanchor": "left"}
+        layout["margin"] = {**layout["margin"], "r": 50, "b": 110}
+        layout["height"] = HEIGHT + 70
+    if plan_note:
+        # one line per engine under the title (<br><sup>: every plotly.js draws it; title.subtitle needs a
+        # recent one)
+        lines = "".join(f"<br><sup>{html.escape(line)}</sup>" for line in plan_note.split(" · "))
+        layout["title"] = {**layout["title"], "text": f"{layout['title']['text']}{lines}"}
+        layout["margin"] = {**layout["margin"], "t": 40 + 14 * plan_note.count(" · ") + 14}
+        layout["height"] = layout["height"] + 14 * (plan_note.count(" · ") + 1)
     return _figure(data, layout)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 1024 ** 3:.2f} GiB"
+
+
+def plan_note(memory_plan) -> str | None:
+    """One line: per engine, the weights it holds (target, draft or head) and the KV cache reserved."""
+    parts = []
+    for row in memory_plan.engines:
+        held = [f"{'weights' if p.kind == 'target' else p.kind} {_gib(p.weight_bytes)}"
+                for p in row.parts if p.weight_bytes]
+        if row.kv_capacity_bytes:
+            held.append(f"KV cache {_gib(row.kv_capacity_bytes)} reserved")
+        if held:
+            parts.append(f"{LABELS.get(row.role, row.role)}: {' + '.join(held)}")
+    return " · ".join(parts) or None
 
 
 # -- tables ----------------------------------------------------------------------------------------------

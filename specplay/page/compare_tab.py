@@ -12,17 +12,19 @@ from specplay.page import views
 from specplay.page.charts import history_table
 from specplay.page.compare_run import RunPlace, replay_run, run_comparison
 from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
-                                  TOKEN_EXAMPLES, max_tokens_limit)
-from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame
+                                  max_tokens_limit, token_examples, workload_examples)
+from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exports
 from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.page.session import session_id
-from specplay.presets.catalog import Preset, serve_commands
+from specplay.presets.catalog import Preset
+from specplay.presets.engines import serve_texts
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
-RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
+RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live", "result_file", "summary_md")
 # What the status poll redraws on this tab when the engines' state or the preset changes.
-STATUS_OUTPUTS = ("run_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt")
+STATUS_OUTPUTS = ("run_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt", "examples_text",
+                  "examples_ids")
 
 
 def compare_tab(manager: PairManager) -> Section:
@@ -46,12 +48,10 @@ def _prompt_panel(tab: Section, manager: PairManager) -> None:
     limit = max(max_tokens_limit(p) for p in manager.presets.values())
     with gr.Row():
         with gr.Column(scale=4):
-            tab.add("prompt", gr.Textbox(label="Prompt", lines=5, max_lines=14, value=EXAMPLES["rewrite"],
-                                         elem_id="prompt"))
-            with gr.Row():
-                gr.Markdown("Examples:", elem_classes=["examples-label"])
-                for kind in EXAMPLES:
-                    tab.add(f"ex_{kind}", gr.Button(kind, size="sm", elem_id=f"example-{kind}"))
+            # Gradio's Textbox with lines > 1 submits on Shift+Enter (wired to Run in wire_compare)
+            tab.add("prompt", gr.Textbox(label="Prompt (Shift+Enter runs)", lines=5, max_lines=14,
+                                         value=EXAMPLES["rewrite"], elem_id="prompt"))
+            _examples(tab, manager.preset.prompt_input == "token_ids")
         with gr.Column(scale=1, min_width=220):
             tab.add("max_tokens", gr.Slider(1, limit, value=manager.preset.default_max_tokens, step=1,
                                             label="Max tokens", elem_id="max-tokens"))
@@ -66,6 +66,19 @@ def _prompt_panel(tab: Section, manager: PairManager) -> None:
                 tab.add("stop_btn", gr.Button("Stop", variant="stop", interactive=False, elem_id="stop"))
                 tab.add("replay_btn", gr.Button("Replay race", interactive=False, elem_id="replay"))
     tab.add("error", gr.HTML(elem_id="page-error"))
+
+
+def _examples(tab: Section, token_mode: bool) -> None:
+    """Prompts from the bench's workload files (qa, summarize, rewrite first: where n-gram pays), or token
+    ids for the dummy-weight presets; the status poll shows the set the loaded preset takes."""
+    for name, examples, visible, elem_id in (
+            ("examples_text", workload_examples(), not token_mode, "examples-text"),
+            ("examples_ids", token_examples(), token_mode, "examples-ids")):
+        block = gr.Examples([[prompt] for _, prompt in examples], inputs=tab["prompt"],
+                            example_labels=[label for label, _ in examples], label="Examples (from the bench's workloads)"
+                            if name == "examples_text" else "Examples (token ids)", examples_per_page=6,
+                            elem_id=elem_id, visible=visible, api_visibility="private")
+        tab.add(name, block.dataset)
 
 
 def _panes(tab: Section, start: dict, k: int) -> None:
@@ -90,13 +103,17 @@ def _stats(tab: Section, start: dict) -> None:
         tab.add("history_df", gr.DataFrame(history_table([]), interactive=False, elem_id="history"))
         tab.add("history_file", gr.DownloadButton("Download history (CSV)", value=None, size="sm",
                                                   elem_id="history-csv"))
+    with gr.Accordion("This run as Markdown (copy into an issue)", open=False):
+        tab.add("summary_md", gr.Code("", language="markdown", interactive=False, elem_id="summary-md"))
     with gr.Accordion("Raw result (JSON)", open=False):
+        tab.add("result_file", gr.DownloadButton("Download the run (JSON)", value=None, size="sm",
+                                                 elem_id="result-json"))
         tab.add("result", gr.JSON(elem_id="result"))
 
 
 def status_update(manager: PairManager, status: ManagerStatus, preset: Preset) -> dict:
     """This tab's part of a status redraw: Run enabled only when ready, and what depends on the preset."""
-    lines = serve_commands(preset, manager.hardware)
+    lines = serve_texts(preset, manager.hardware)
     token_mode = preset.prompt_input == "token_ids"
     return {
         "run_btn": gr.update(interactive=status.state == "ready"),
@@ -104,6 +121,7 @@ def status_update(manager: PairManager, status: ManagerStatus, preset: Preset) -
         "max_tokens": gr.update(maximum=max_tokens_limit(preset)),
         "legend": views.legend_html(preset.num_speculative_tokens),
         "prompt": gr.update(placeholder="token ids, e.g. 1000, 1001, 1002" if token_mode else "Type a prompt"),
+        "examples_text": gr.update(visible=not token_mode), "examples_ids": gr.update(visible=token_mode),
     }
 
 
@@ -115,15 +133,16 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history,
                                      session_id(request)):
-            yield tab.out(values)
+            yield tab.out({**values, **exports(values)})
 
     def replay(live):
         for values in replay_run(place.manager, live):
             yield tab.out(values)
 
     replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "replay_btn"))
-    tab["run_btn"].click(
-        run, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
+    # Run, or Shift+Enter in the prompt (Gradio submits a multi-line Textbox on Shift+Enter): one event
+    gr.on(
+        [tab["run_btn"].click, tab["prompt"].submit], run, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
         outputs=tab.list(RUN_OUTPUTS), api_name="run", concurrency_limit=1, concurrency_id="engines",
         # "full": a waiting visitor sees "queue: 2/5 | 3.1s" on the badge until the run starts ("minimal"
         # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
@@ -139,7 +158,3 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
 
     # not queued: Stop must work when the queue is full of waiting runs
     tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
-    for kind in EXAMPLES:
-        tab[f"ex_{kind}"].click(
-            lambda kind=kind: (TOKEN_EXAMPLES if place.manager.preset.prompt_input == "token_ids" else EXAMPLES)[kind],
-            outputs=tab["prompt"], queue=False, api_visibility="private")

@@ -32,6 +32,35 @@ TOKEN_EXAMPLES = {
 }
 
 
+EXAMPLE_WORKLOADS = ("qa", "summarize", "rewrite", "code", "chat", "conversations")  # n-gram pays on the first 3
+EXAMPLES_PER_WORKLOAD = 2
+EXAMPLE_LABEL_CHARS = 70
+
+
+def _label(kind: str, text: str) -> str:
+    flat = " ".join(text.split())
+    return f"{kind}: {flat[:EXAMPLE_LABEL_CHARS]}…" if len(flat) > EXAMPLE_LABEL_CHARS else f"{kind}: {flat}"
+
+
+def workload_examples(per_workload: int = EXAMPLES_PER_WORKLOAD) -> list[tuple[str, str]]:
+    """(label, prompt) of the first prompts of each shipped workload (specplay/bench/data), the workloads
+    where n-gram lookup pays (the answer quotes the prompt: qa, summarize, rewrite) first."""
+    from specplay.bench.workloads import WorkloadError, load_workload
+
+    out = []
+    for name in EXAMPLE_WORKLOADS:
+        try:
+            prompts = load_workload(name, per_workload)
+        except WorkloadError:  # a broken data file costs its examples, not the page
+            continue
+        out += [(_label(name, p.prompt), p.prompt) for p in prompts if p.prompt]
+    return out
+
+
+def token_examples() -> list[tuple[str, str]]:
+    return [(_label(kind, ids), ids) for kind, ids in TOKEN_EXAMPLES.items()]
+
+
 class InputError(ValueError):
     """A bad input from the page; the message is shown as is."""
 

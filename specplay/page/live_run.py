@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import json
+from pathlib import Path
+
+from specplay.bench.outputs import markdown_table
 from specplay.page import charts
 
 from specplay.page import views
@@ -103,7 +107,8 @@ class LiveRun:
         if at is None:
             origin = charts.run_origin(c)
             memory = sampler.series(since=(origin - 2.0) if origin else None) if sampler else {}
-            out["fig_mem"] = charts.memory_figure(memory, sampler.label if sampler else "not sampled", origin)
+            out["fig_mem"] = charts.memory_figure(memory, sampler.label if sampler else "not sampled", origin,
+                                                  memory_plan_note(self.preset, self.device))
         return out
 
     def _pane(self, c: Comparison, role: str, texts: dict, divergence: int | None, waiting: bool = False) -> str:
@@ -178,3 +183,37 @@ def target_step_floor_s(preset: Preset, hardware) -> float | None:
             weights = None
         _FLOORS[key] = bandwidth_floor_s(weights, hardware)
     return _FLOORS[key]
+
+
+def exports(values: dict) -> dict:
+    """The finished run's exports, added to its last frame (the one carrying the history CSV): the run's JSON
+    as a file beside the session's CSV, one a session, overwritten (named after the CSV's hard-to-guess
+    session stem, so one visitor can't guess another's), and this run's table as Markdown."""
+    csv_path, result = values.get("history_file"), values.get("result")
+    if not csv_path or not isinstance(result, dict):
+        return {}
+    session = Path(csv_path).stem.removeprefix("history-")
+    path = Path(csv_path).with_name(f"run-{session}.json")
+    path.write_text(json.dumps(result, indent=1) + "\n")
+    summary = values.get("summary")
+    md = markdown_table(list(summary.columns), summary.astype(str).values.tolist()) if summary is not None else ""
+    return {"result_file": str(path), "summary_md": md}
+
+
+_PLAN_NOTES: dict = {}
+
+
+def memory_plan_note(preset: Preset, device: str) -> str | None:
+    """What each engine's memory holds by the memory plan (specplay.plan: weights, draft, KV cache
+    reserved), once per preset; None where the plan can't be made (a model's config not to be had)."""
+    key = (preset.name, preset.num_speculative_tokens, device)
+    if key not in _PLAN_NOTES:
+        try:
+            from specplay.core.hardware import detect
+            from specplay.plan.memory import plan
+
+            _PLAN_NOTES[key] = charts.plan_note(plan(preset, detect()))
+        except Exception:  # the note only explains the chart: never fail a frame for it
+            _PLAN_NOTES[key] = None
+    return _PLAN_NOTES[key]
+

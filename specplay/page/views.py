@@ -10,8 +10,9 @@ import html
 from dataclasses import dataclass, field
 from typing import Callable
 
-from specplay.run.comparison import Comparison
+from specplay.run.comparison import Comparison, divergence_candidates
 from specplay.core.events import BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE
+from specplay.page.css import CSS  # noqa: F401  (the page's stylesheet: ui.py passes views.CSS)
 from specplay.page.settings import scrub
 
 PREFILL_COLOR = "#c7d2fe"
@@ -202,7 +203,45 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
             f'(the first {index} tokens are identical)'
             f'<div class="ctx"><div><b>baseline:</b> …{common}<mark class="div-b">{_context(pb, index, index + 12)}</mark></div>'
             f'<div><b>speculative:</b> …{common}<mark class="div-s">{_context(ps, index, index + 12)}</mark></div></div>'
-            f'<div class="why">{esc(why)}</div></div>')
+            f'<div class="why">{esc(why)}</div>'
+            f'{candidates_html(divergence_candidates(b, s, index))}</div>')
+
+
+NEAR_TIE_NATS = 0.5  # the two sides' picks within this of each other in the baseline's own log-probabilities
+
+
+def _tie_note(candidates: dict) -> str:
+    """One sentence: whether the speculative engine's pick was a near-tie in the baseline's eyes."""
+    base, spec = candidates.get(BASELINE) or [], candidates.get(SPECULATIVE) or []
+    if not base or not spec:
+        return ""
+    rated = dict((text, lp) for text, lp in base)
+    pick = spec[0][0]
+    if pick not in rated:
+        return (f"The speculative engine's top token {pick!r} is not among the baseline's top {len(base)}: more "
+                "than a rounding tie, worth a look.")
+    gap = base[0][1] - rated[pick]
+    if gap <= NEAR_TIE_NATS:
+        return (f"A near-tie: the baseline rates {pick!r} only {gap:.2f} nats below its own pick, within what "
+                "bf16 rounding or sampling moves.")
+    return f"The baseline rates {pick!r} {gap:.2f} nats below its own pick: a clear preference, not a tie."
+
+
+def candidates_html(candidates: dict | None) -> str:
+    """The top candidates and their log-probabilities on both sides at the first divergence (a table)."""
+    if not candidates:
+        return ""
+    base, spec = candidates.get(BASELINE) or [], candidates.get(SPECULATIVE) or []
+    rows = []
+    for i in range(max(len(base), len(spec))):
+        cells = []
+        for side in (base, spec):
+            text, lp = side[i] if i < len(side) else ("", None)
+            cells.append(f"<td><code>{esc(repr(text)[1:-1])}</code></td><td>{'' if lp is None else f'{lp:.3f}'}</td>")
+        rows.append(f"<tr><td>{i + 1}</td>{''.join(cells)}</tr>")
+    return ('<div class="cands"><table><thead><tr><th>#</th><th>baseline token</th><th>logprob</th>'
+            f'<th>speculative token</th><th>logprob</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<div class="tie">{esc(_tie_note(candidates))}</div></div>')
 
 
 # -- why: the speedup's two factors -------------------------------------------------------------------
@@ -282,64 +321,3 @@ def status_html(state: str, preset: str, message: str, progress: float, elapsed_
 
 def error_html(message: str | None) -> str:
     return f'<div class="page-error" role="alert">⚠ {esc_message(message)}</div>' if message else ""
-
-
-CSS = """
-.pane { border: 1px solid #d0d7de; border-radius: 8px; overflow: hidden; background: #fff; }
-.pane-head { display: flex; gap: .6em; align-items: baseline; padding: 6px 10px; color: #fff; flex-wrap: wrap; }
-.pane-baseline .pane-head { background: #4C78A8; }
-.pane-speculative .pane-head { background: #F58518; }
-.pane-title { font-weight: 700; font-size: 1.05em; }
-.pane-sub { opacity: .9; font-size: .85em; }
-.pane-stats { margin-left: auto; font-size: .85em; font-variant-numeric: tabular-nums; }
-.pane-body { display: flex; flex-direction: column-reverse; justify-content: flex-end; /* newest text in view */
-  padding: 10px; min-height: 220px; max-height: 420px; overflow-y: auto; white-space: pre-wrap;
-  word-break: break-word; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 13.5px;
-  line-height: 1.65; color: #111; }
-.pane-body .tok { border-radius: 2px; }
-.pane-body .tok.start { box-shadow: inset 1px 0 0 rgba(0,0,0,.35); }
-.pane-body .tok.prefill { outline: 1px dashed #4f46e5; }
-.pane-body .tok.div { text-decoration: underline wavy #dc2626; text-decoration-thickness: 1.5px; background-color: #fecaca; }
-.pane-speculative .pane-body .tok.div { text-decoration: underline wavy #dc2626; }
-.pane-body .tok.eos { color: #888; font-style: italic; }
-.legend { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; font-size: 12px; margin-top: 4px; color: #333; }
-.legend-title { margin-right: 6px; }
-.legend .chip { padding: 1px 7px; border-radius: 10px; border: 1px solid rgba(0,0,0,.12); color: #111; }
-.legend .chip.prefill { outline: 1px dashed #4f46e5; }
-.badge { padding: 10px 14px; border-radius: 8px; font-size: 15px; border: 1px solid; }
-.badge .verdict { font-weight: 800; font-size: 18px; margin-right: .4em; }
-.badge.idle { background: #f6f8fa; border-color: #d0d7de; color: #444; }
-.badge.running { background: #eff6ff; border-color: #93c5fd; color: #1e3a8a; }
-.badge.identical { background: #dcfce7; border-color: #22c55e; color: #14532d; }
-.badge.diverged { background: #fff7ed; border-color: #f59e0b; color: #7c2d12; }
-.badge.stopped { background: #f3f4f6; border-color: #9ca3af; color: #374151; }
-.badge.error { background: #fef2f2; border-color: #ef4444; color: #7f1d1d; }
-.badge .ctx { margin-top: 6px; font-family: ui-monospace, Menlo, monospace; font-size: 13px; white-space: pre-wrap; }
-.badge mark.div-b { background: #bfdbfe; } .badge mark.div-s { background: #fed7aa; }
-.badge .why { margin-top: 6px; font-size: 13px; }
-.explain { padding: 10px 14px; border: 1px solid #d0d7de; border-radius: 8px; background: #fafafa; font-size: 14px; }
-.explain.idle { color: #555; }
-.explain .factors { display: flex; align-items: stretch; gap: 8px; flex-wrap: wrap; }
-.explain .factor { flex: 1 1 150px; background: #fff; border: 1px solid #d0d7de; border-radius: 6px; padding: 6px 10px; }
-.explain .factor.good { border-color: #22c55e; } .explain .factor.bad { border-color: #ef4444; }
-.explain .f-label { font-size: 12px; color: #555; text-transform: uppercase; letter-spacing: .03em; }
-.explain .f-value { font-size: 22px; font-weight: 800; font-variant-numeric: tabular-nums; }
-.explain .f-note { font-size: 11.5px; color: #666; }
-.explain .f-bar { position: relative; height: 8px; background: #eef2f7; border-radius: 4px; margin: 4px 0; }
-.explain .f-bar span { position: absolute; left: 0; top: 0; bottom: 0; border-radius: 4px; background: #9ca3af; }
-.explain .good .f-bar span { background: #22c55e; } .explain .bad .f-bar span { background: #ef4444; }
-.explain .f-bar i { position: absolute; top: -3px; bottom: -3px; width: 2px; background: #111; }
-.explain .op { align-self: center; font-size: 22px; font-weight: 700; color: #444; }
-.explain .async { margin-top: 6px; display: flex; gap: 6px; flex-wrap: wrap; font-size: 12px; }
-.explain .async .chip { padding: 1px 8px; border-radius: 10px; border: 1px solid #d0d7de; }
-.explain .async-on { background: #dcfce7; } .explain .async-off { background: #fee2e2; }
-.explain .why-sentence { margin-top: 8px; font-weight: 600; }
-.explain .expectation { margin-top: 4px; color: #444; font-size: 13px; }
-.pane-body .waiting { color: #666; font-style: italic; }
-.status { padding: 6px 10px; border-radius: 6px; font-size: 14px; }
-.status.ready { background: #f0fdf4; color: #166534; }
-.status.loading { background: #fffbeb; color: #92400e; }
-.status.loading progress { vertical-align: middle; width: 180px; }
-.status.error, .page-error { background: #fef2f2; color: #991b1b; border: 1px solid #fca5a5; }
-.page-error { padding: 8px 12px; border-radius: 6px; font-weight: 600; }
-"""

@@ -8,7 +8,7 @@ import shlex
 
 from specplay.core.events import BASELINE, SPECULATIVE, EngineSettings
 from specplay.core.hardware import Hardware, detect, split_cores
-from specplay.presets.models import resolve_model
+from specplay.presets.models import OFFLINE, resolve_model
 from specplay.presets.schema import Preset
 
 BASELINE_PORT, SPECULATIVE_PORT = 8000, 8001
@@ -23,6 +23,11 @@ CPU_EAGER_ENV = "PLAYGROUND_CPU_EAGER"
 # A preset's model_runner, as vLLM reads it (lazily, from the environment, when it builds the config).
 MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 MODEL_RUNNER_VALUES = {"v1": "0", "v2": "1"}
+# What the serve lines name for the models the playground builds offline: the hub id they come from (the
+# converted GGUF is the same model), so a line runs on any machine; None: derived here, no hub id.
+SERVE_MODEL_IDS = {"offline:smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+                   "offline:smollm2-135m-instruct-skip12-17": None}
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default for a server alone on its GPU
 
 
 def dtype_for(preset: Preset, device: str) -> str:
@@ -88,17 +93,47 @@ def engine_settings(preset: Preset, hardware: Hardware | None = None) -> tuple[E
                  for role in (BASELINE, SPECULATIVE))
 
 
-def serve_command(preset: Preset, role: str, hardware: Hardware | None = None) -> str:
-    """The `vllm serve` line this engine corresponds to, in today's syntax (flags as vLLM's CLI spells them),
-    with the environment it needs in front (e.g. VLLM_USE_V2_MODEL_RUNNER=0)."""
+def _serve_hardware(preset: Preset, hardware: Hardware | None) -> Hardware:
     hardware = hardware or detect()
     if preset.device == "gpu" and not hardware.gpu_count:  # show the line for the machine it is meant for
         hardware = Hardware(preset.gpus, None, hardware.cpu_cores)
+    return hardware
+
+
+def serve_model(ref: str) -> str:
+    """The model as a serve line names it: the hub id of an offline model where it has one, else what vLLM
+    gets here (a hub id, or a local folder)."""
+    if ref.startswith(OFFLINE) and SERVE_MODEL_IDS.get(ref):
+        return SERVE_MODEL_IDS[ref]
+    return resolve_model(ref)
+
+
+def _per_request_flag(per_request: bool | None) -> bool:
+    if per_request is None:
+        from specplay.engine.remote import server_supports_per_request_metrics
+
+        return server_supports_per_request_metrics()
+    return per_request
+
+
+def serve_command(preset: Preset, role: str, hardware: Hardware | None = None,
+                  per_request: bool | None = None) -> str:
+    """The `vllm serve` line this engine corresponds to, in today's syntax (flags as vLLM's CLI spells them),
+    with the environment it needs in front (e.g. VLLM_USE_V2_MODEL_RUNNER=0). Offline models are named by
+    their hub id (serve_model); the speculative line asks for per-request acceptance where the installed vLLM
+    has `--per-request-spec-decode-metrics` (`per_request`: None asks the installed vLLM)."""
+    hardware = _serve_hardware(preset, hardware)
     args = _engine_args(preset, role, hardware)
     env = _engine_env(preset, role, hardware)
     for key in CPU_ENV:  # workarounds of the playground's, not part of the lesson
         env.pop(key, None)
-    parts = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + ["vllm", "serve", shlex.quote(args.pop("model"))]
+    args.pop("model")
+    model = serve_model(preset.target.model)
+    if "model" in args.get("speculative_config", {}):
+        args["speculative_config"]["model"] = serve_model(preset.speculative_config["model"])
+    if role == SPECULATIVE and _per_request_flag(per_request):
+        args["per_request_spec_decode_metrics"] = "summary"
+    parts = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + ["vllm", "serve", shlex.quote(model)]
     for key, value in args.items():
         flag = "--" + key.replace("_", "-")
         if value is True:
@@ -111,5 +146,35 @@ def serve_command(preset: Preset, role: str, hardware: Hardware | None = None) -
     return " ".join(parts)
 
 
-def serve_commands(preset: Preset, hardware: Hardware | None = None) -> dict[str, str]:
-    return {role: serve_command(preset, role, hardware) for role in (BASELINE, SPECULATIVE)}
+def serve_notes(preset: Preset, role: str, hardware: Hardware | None = None) -> list[str]:
+    """What a reader of the serve line should know, one sentence each (shown as `# ...` comment lines)."""
+    hardware = _serve_hardware(preset, hardware)
+    notes = []
+    refs = [preset.target.model] + ([preset.speculative_config["model"]]
+                                    if role == SPECULATIVE and "model" in preset.speculative_config else [])
+    for ref in dict.fromkeys(refs):
+        if ref.startswith(OFFLINE) and not SERVE_MODEL_IDS.get(ref):
+            notes.append(f"{ref[len(OFFLINE):]} has no hub id: `specplay prepare` derives it on this machine "
+                         f"(the path above is this machine's)")
+    if hardware.device == "gpu" and not engines_get_own_gpus(preset):
+        util = preset.memory[f"{role}_gpu_memory_utilization"]
+        notes.append(f"--gpu-memory-utilization {util} is this engine's share of a GPU both engines use; a "
+                     f"server alone on its GPU would use vLLM's default {DEFAULT_GPU_MEMORY_UTILIZATION}")
+    return notes
+
+
+def serve_text(preset: Preset, role: str, hardware: Hardware | None = None,
+               per_request: bool | None = None) -> str:
+    """The serve line with its notes above it as `# ` comment lines: what the page and `serve-cmd` show."""
+    notes = [f"# {note}" for note in serve_notes(preset, role, hardware)]
+    return "\n".join(notes + [serve_command(preset, role, hardware, per_request)])
+
+
+def serve_commands(preset: Preset, hardware: Hardware | None = None,
+                   per_request: bool | None = None) -> dict[str, str]:
+    return {role: serve_command(preset, role, hardware, per_request) for role in (BASELINE, SPECULATIVE)}
+
+
+def serve_texts(preset: Preset, hardware: Hardware | None = None,
+                per_request: bool | None = None) -> dict[str, str]:
+    return {role: serve_text(preset, role, hardware, per_request) for role in (BASELINE, SPECULATIVE)}

@@ -49,6 +49,18 @@ def divergence_context(a: list[int], b: list[int], index: int, decode: Callable[
     }
 
 
+def divergence_candidates(a, b, index: int | None) -> dict | None:
+    """At the first divergence, each side's top candidates [[token text, logprob], ...] (EngineTrace's
+    top_logprobs), so a near-tie reads as one; None when neither side reported logprobs there."""
+    if index is None:
+        return None
+    sides = {}
+    for role, trace in ((BASELINE, a), (SPECULATIVE, b)):
+        top = trace.top_logprobs[index] if index < len(trace.top_logprobs) else None
+        sides[role] = [[text, round(logprob, 4)] for text, logprob in top] if top else []
+    return sides if any(sides.values()) else None
+
+
 class Comparison:
     """Accumulates one run's events; readable at any moment (live charts) and at the end (verdict)."""
 

@@ -101,6 +101,11 @@ BENCH_FIGURES = (
     Figure("throughput", "batch output tokens/s", ".1f", ENGINE, digits=2),
     Figure("latency_p50_s", "request latency p50 (s)", ".2f", ENGINE, digits=3),
     Figure("latency_p90_s", "request latency p90 (s)", ".2f", ENGINE, digits=3),
+    Figure("latency_p99_s", "request latency p99 (s)", ".2f", ENGINE, digits=3),
+    # vllm bench serve's per-request metrics (specplay.bench.latency): TTFT, TPOT = (e2e − TTFT)/(tokens − 1),
+    # ITL = every gap between two streamed chunks
+    *(Figure(f"{m}_{q}_s", f"{label} {q} (ms)", ".1f", ENGINE, scale=1000.0, digits=6)
+      for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL")) for q in ("p50", "p90", "p99")),
     Figure("identical", "identical outputs at T=0 (requests)", "d", RUN),
 )
 

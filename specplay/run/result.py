@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.trace import EngineTrace, _round
-from specplay.run.comparison import Comparison, divergence_context
+from specplay.run.comparison import Comparison, divergence_candidates, divergence_context
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,8 @@ class RunResult:
     acceptance_source: str | None
     efficiency: float | None
     divergence_context: dict | None = None
+    # at the first divergence, per role: [[token text, logprob], ...], most likely first (where reported)
+    divergence_candidates: dict | None = None
     error: str | None = None
     cancelled: bool = False
     # what the caller knows
@@ -107,6 +109,7 @@ class RunResult:
             counters=c.counters, acceptance_source=c.counters_source, efficiency=c.efficiency,
             divergence_context=(divergence_context(c.baseline.token_ids, c.speculative.token_ids, index, c.decode)
                                 if index is not None and c.decode is not None else None),
+            divergence_candidates=divergence_candidates(c.baseline, c.speculative, index),
             error=finished.error if stopped else None, cancelled=bool(stopped and finished.cancelled),
             preset=getattr(preset, "name", preset), engines=dict(engines or {}), load_seconds=load_seconds,
             run_id=run_id,
@@ -160,6 +163,8 @@ class RunResult:
         }
         if self.divergence_context is not None:
             out["divergence_context"] = dict(self.divergence_context)
+        if self.divergence_candidates is not None:
+            out["divergence_candidates"] = self.divergence_candidates
         if self.stopped:
             out["error"], out["cancelled"] = self.error, self.cancelled
         if self.run_id is not None:

@@ -72,3 +72,25 @@ def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
         assert (out / f"{stem}.html").stat().st_size > 500
         png = out / f"{stem}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_bench_request_rate_sweep_speaks_vllm_bench_serve(ngram_pair, tmp_path, capsys):
+    """The open-loop sweep on real CPU engines, with vllm bench serve's flag names: one closed-loop row and
+    one per rate, TTFT / TPOT / ITL / e2e percentiles per engine, the rate sentence, the equivalent
+    `vllm bench serve` command per workload file."""
+    from specplay.cli.main import main
+
+    out = tmp_path / "rates"
+    assert main(["bench", "--preset", "smollm2-ngram", "--workloads", "qa", "--num-prompts", "2",
+                 "--max-concurrency", "1", "--request-rate", "4,inf", "--max-tokens", "12", "--result-dir", str(out),
+                 "--no-png", "--json"], pair=ngram_pair) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["request_rate"] for r in result["rows"]] == [None, 4.0, "inf"]
+    for row in result["rows"]:
+        for role in ("baseline", "speculative"):
+            assert 0 < row[f"ttft_p50_s_{role}"] <= row[f"ttft_p99_s_{role}"] <= row[f"latency_p99_s_{role}"]
+            assert row[f"tpot_p50_s_{role}"] > 0 and row[f"itl_p90_s_{role}"] > 0
+        assert row["identical"] == 2
+    assert len(result["rate_advice"]) == 1 and "speculation" in result["rate_advice"][0]["sentence"]
+    assert "--dataset-name custom --dataset-path" in result["vllm_bench_serve"]["qa"]["speculative"]
+    assert json.loads((out / "bench.json").read_text())["settings"]["request_rate"] == [4.0, "inf"]

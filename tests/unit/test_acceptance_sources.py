@@ -36,8 +36,8 @@ def test_outputs_without_per_request_metrics_fall_back():
     new = NS(finished=True, outputs=[NS(token_ids=(7, 8), text="ab", finish_reason="length",
                                         spec_decode_metrics=metrics)])
     old = NS(finished=True, outputs=[NS(token_ids=(7, 8), text="ab", finish_reason="length")])  # vLLM 0.26
-    assert chunk_of(new) == ([7, 8], "ab", True, "length", SpecDecodeCounters(6, 12, 8, (5, 3)))
-    assert chunk_of(old) == ([7, 8], "ab", True, "length", None)
+    assert chunk_of(new)[:5] == ([7, 8], "ab", True, "length", SpecDecodeCounters(6, 12, 8, (5, 3)))
+    assert chunk_of(old)[:5] == ([7, 8], "ab", True, "length", None)
     assert request_counters(NS(spec_decode_metrics=None)) is None  # metrics off, or an aborted request
     assert request_counters(NS(spec_decode_metrics=NS(histogram=[1]))) is None  # an unexpected shape
 

@@ -440,6 +440,13 @@ def test_the_page_bench_runs_to_its_end_and_releases_the_engines(tmp_path):
     assert {"pred. (times)", "tok/step ×"} <= set(final["bench_table"].columns)
     assert session_stem("SESSION") in final["bench_file"] and "SESSION" not in final["bench_file"]
     assert "Measured pass times: verifying the drafts costs" in final["bench_advice"]
+    # exports: the JSON, the charts as PNG where a browser draws them, the table as Markdown
+    assert final["bench_json"].endswith("bench.json") and final["bench_md"].startswith("| workload | T | c | k |")
+    assert final["bench_md"].count("\n") == 3  # header, rule, two rows
+    from specplay.bench.outputs import find_chromium
+
+    if find_chromium():
+        assert final["bench_pngs"] and all(p.endswith(".png") for p in final["bench_pngs"])
 
 
 # -- real engines --------------------------------------------------------------------------------------------

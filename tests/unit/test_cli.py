@@ -106,3 +106,14 @@ def test_plan_keeps_its_exit_codes_and_bad_arguments_exit_2(capsys):
     assert cli.main(["plan", "--preset", "llama31-8b-eagle3", "--gpu-gib", "80"]) == 0
     assert cli.main(["plan", "--preset", "smollm2-ngram", "--gpus", "2"]) == 2  # --gpus needs --gpu-gib
     assert "--gpu-gib" in capsys.readouterr().err
+
+
+def test_compare_defaults_to_sequential_like_the_page_and_serve_cmd_speaks_hub_ids(capsys):
+    args = cli._parser().parse_args(["compare"])
+    assert args.schedule == "sequential"
+    assert cli.main(["serve-cmd", "--preset", "smollm2-layerskip-draft"]) == 0
+    text = capsys.readouterr().out
+    assert "vllm serve HuggingFaceTB/SmolLM2-135M-Instruct" in text and "# smollm2-135m-instruct-skip12-17 has no hub id" in text
+    assert cli.main(["serve-cmd", "--preset", "smollm2-layerskip-draft", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert notes[BASELINE] == [] and "no hub id" in notes[SPECULATIVE][0]

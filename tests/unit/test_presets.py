@@ -12,6 +12,7 @@ import yaml
 from specplay.presets import offline_model
 from specplay.core.hardware import Hardware, split_cores
 from specplay.core.paths import PRESETS_DIR
+from specplay.presets.engines import serve_model, serve_notes, serve_text
 from specplay.presets.catalog import (
     CPU_ENV, PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
 )
@@ -89,6 +90,10 @@ def test_every_serve_line_parses_with_vllms_own_cli(hardware):
             parsed = AsyncEngineArgs.from_cli_args(args)
             expected = settings[role].engine_args
             for key, value in expected.items():
+                if key == "model":  # offline models are named by their hub id where they have one
+                    value = serve_model(preset.target.model)
+                elif key == "speculative_config" and "model" in value:
+                    value = {**value, "model": serve_model(preset.speculative_config["model"])}
                 assert getattr(parsed, key) == value, (preset.name, role, key)
             if role == "baseline":
                 assert parsed.speculative_config is None
@@ -247,3 +252,19 @@ def test_70b_presets_need_four_gpus_and_fit_on_four_h200s():
         assert four.fits, four.reason
         one = plan(preset, free_memory=MachineMemory.gpu(139.8, count=1, name="NVIDIA H200"))
         assert not one.fits and "needs 4 GPUs, 1 here" in one.reason
+
+
+def test_serve_lines_name_hub_ids_and_say_what_is_local_or_shared():
+    presets = load_presets()
+    off = serve_commands(presets["smollm2-ngram"], CPU, per_request=False)
+    assert "--per-request-spec-decode-metrics" not in off["speculative"]
+    lines = serve_commands(presets["smollm2-ngram"], CPU, per_request=True)
+    assert "--per-request-spec-decode-metrics summary" in lines["speculative"]
+    assert "--per-request-spec-decode-metrics" not in lines["baseline"]
+    assert "vllm serve HuggingFaceTB/SmolLM2-135M-Instruct " in lines["baseline"] and ".cache" not in lines["baseline"]
+    skip = presets["smollm2-layerskip-draft"]
+    assert any("no hub id" in note for note in serve_notes(skip, "speculative", CPU))
+    assert not serve_notes(skip, "baseline", CPU)
+    shared = serve_text(presets["llama31-8b-eagle"], "speculative", GPU, per_request=False)
+    assert shared.splitlines()[0].startswith("# --gpu-memory-utilization") and "default 0.9" in shared
+    assert shared.splitlines()[-1].startswith("vllm serve meta-llama/")

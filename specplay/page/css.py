@@ -1,0 +1,86 @@
+"""The page's stylesheet (no Gradio import: ui.py passes it to launch as views.CSS)."""
+
+# Light and dark: neutral surfaces and text come from Gradio's theme variables (they switch with `.dark`);
+# the coloured states (badges, chips, status) get a `.dark` variant each; text on the fixed pastel token
+# backgrounds stays dark in both themes.
+CSS = """
+.pane { border: 1px solid var(--border-color-primary); border-radius: 8px; overflow: hidden;
+  background: var(--block-background-fill); }
+.pane-head { display: flex; gap: .6em; align-items: baseline; padding: 6px 10px; color: #fff; flex-wrap: wrap; }
+.pane-baseline .pane-head { background: #4C78A8; }
+.pane-speculative .pane-head { background: #F58518; }
+.pane-title { font-weight: 700; font-size: 1.05em; }
+.pane-sub { opacity: .9; font-size: .85em; }
+.pane-stats { margin-left: auto; font-size: .85em; font-variant-numeric: tabular-nums; }
+.pane-body { display: flex; flex-direction: column-reverse; justify-content: flex-end; /* newest text in view */
+  padding: 10px; min-height: 220px; max-height: 420px; overflow-y: auto; white-space: pre-wrap;
+  word-break: break-word; font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 13.5px;
+  line-height: 1.65; color: var(--body-text-color); }
+.pane-body .tok { border-radius: 2px; }
+.pane-speculative .pane-body .tok { color: #111; }  /* on the acceptance colours, light in both themes */
+.pane-body .tok.start { box-shadow: inset 1px 0 0 rgba(0,0,0,.35); }
+.pane-body .tok.prefill { outline: 1px dashed #4f46e5; }
+.pane-body .tok.div { text-decoration: underline wavy #dc2626; text-decoration-thickness: 1.5px; background-color: #fecaca; color: #111; }
+.pane-speculative .pane-body .tok.div { text-decoration: underline wavy #dc2626; }
+.pane-body .tok.eos { color: var(--body-text-color-subdued); font-style: italic; }
+.pane-speculative .pane-body .tok.eos { color: #555; }
+.legend { display: flex; flex-wrap: wrap; gap: 4px; align-items: center; font-size: 12px; margin-top: 4px;
+  color: var(--body-text-color); }
+.legend-title { margin-right: 6px; }
+.legend .chip { padding: 1px 7px; border-radius: 10px; border: 1px solid rgba(0,0,0,.12); color: #111; }
+.legend .chip.prefill { outline: 1px dashed #4f46e5; }
+.badge { padding: 10px 14px; border-radius: 8px; font-size: 15px; border: 1px solid; }
+.badge .verdict { font-weight: 800; font-size: 18px; margin-right: .4em; }
+.badge.idle { background: var(--background-fill-secondary); border-color: var(--border-color-primary);
+  color: var(--body-text-color-subdued); }
+.badge.running { background: #eff6ff; border-color: #93c5fd; color: #1e3a8a; }
+.badge.identical { background: #dcfce7; border-color: #22c55e; color: #14532d; }
+.badge.diverged { background: #fff7ed; border-color: #f59e0b; color: #7c2d12; }
+.badge.stopped { background: #f3f4f6; border-color: #9ca3af; color: #374151; }
+.badge.error { background: #fef2f2; border-color: #ef4444; color: #7f1d1d; }
+.dark .badge.running { background: #172554; border-color: #3b82f6; color: #dbeafe; }
+.dark .badge.identical { background: #052e16; border-color: #22c55e; color: #bbf7d0; }
+.dark .badge.diverged { background: #431407; border-color: #f59e0b; color: #fed7aa; }
+.dark .badge.stopped { background: #1f2937; border-color: #6b7280; color: #e5e7eb; }
+.dark .badge.error { background: #450a0a; border-color: #ef4444; color: #fecaca; }
+.badge .ctx { margin-top: 6px; font-family: ui-monospace, Menlo, monospace; font-size: 13px; white-space: pre-wrap; }
+.badge mark.div-b { background: #bfdbfe; color: #111; } .badge mark.div-s { background: #fed7aa; color: #111; }
+.badge .why { margin-top: 6px; font-size: 13px; }
+.badge .cands { margin-top: 8px; font-size: 12.5px; }
+.badge .cands table { border-collapse: collapse; font-variant-numeric: tabular-nums; }
+.badge .cands th, .badge .cands td { padding: 1px 8px; border-bottom: 1px solid currentColor; text-align: left;
+  border-bottom-color: rgba(127,127,127,.35); }
+.badge .cands code { background: none; color: inherit; }
+.badge .cands .tie { margin-top: 4px; font-style: italic; }
+.explain { padding: 10px 14px; border: 1px solid var(--border-color-primary); border-radius: 8px;
+  background: var(--background-fill-secondary); color: var(--body-text-color); font-size: 14px; }
+.explain.idle { color: var(--body-text-color-subdued); }
+.explain .factors { display: flex; align-items: stretch; gap: 8px; flex-wrap: wrap; }
+.explain .factor { flex: 1 1 150px; background: var(--block-background-fill); color: var(--body-text-color);
+  border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 6px 10px; }
+.explain .factor.good { border-color: #22c55e; } .explain .factor.bad { border-color: #ef4444; }
+.explain .f-label { font-size: 12px; color: var(--body-text-color-subdued); text-transform: uppercase; letter-spacing: .03em; }
+.explain .f-value { font-size: 22px; font-weight: 800; font-variant-numeric: tabular-nums; color: var(--body-text-color); }
+.explain .f-note { font-size: 11.5px; color: var(--body-text-color-subdued); }
+.explain .f-bar { position: relative; height: 8px; background: var(--border-color-primary); border-radius: 4px; margin: 4px 0; }
+.explain .f-bar span { position: absolute; left: 0; top: 0; bottom: 0; border-radius: 4px; background: #9ca3af; }
+.explain .good .f-bar span { background: #22c55e; } .explain .bad .f-bar span { background: #ef4444; }
+.explain .f-bar i { position: absolute; top: -3px; bottom: -3px; width: 2px; background: var(--body-text-color); }
+.explain .op { align-self: center; font-size: 22px; font-weight: 700; color: var(--body-text-color-subdued); }
+.explain .async { margin-top: 6px; display: flex; gap: 6px; flex-wrap: wrap; font-size: 12px; }
+.explain .async .chip { padding: 1px 8px; border-radius: 10px; border: 1px solid var(--border-color-primary); }
+.explain .async-on { background: #dcfce7; color: #14532d; } .explain .async-off { background: #fee2e2; color: #7f1d1d; }
+.dark .explain .async-on { background: #052e16; color: #bbf7d0; } .dark .explain .async-off { background: #450a0a; color: #fecaca; }
+.explain .why-sentence { margin-top: 8px; font-weight: 600; }
+.explain .expectation { margin-top: 4px; color: var(--body-text-color-subdued); font-size: 13px; }
+.pane-body .waiting { color: var(--body-text-color-subdued); font-style: italic; }
+.status { padding: 6px 10px; border-radius: 6px; font-size: 14px; }
+.status.ready { background: #f0fdf4; color: #166534; }
+.status.loading { background: #fffbeb; color: #92400e; }
+.status.loading progress { vertical-align: middle; width: 180px; }
+.status.error, .page-error { background: #fef2f2; color: #991b1b; border: 1px solid #fca5a5; }
+.dark .status.ready { background: #052e16; color: #bbf7d0; }
+.dark .status.loading { background: #451a03; color: #fde68a; }
+.dark .status.error, .dark .page-error { background: #450a0a; color: #fecaca; border-color: #b91c1c; }
+.page-error { padding: 8px 12px; border-radius: 6px; font-weight: 600; }
+"""

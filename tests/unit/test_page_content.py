@@ -1,0 +1,73 @@
+"""What the Compare tab offers a vLLM user, on a page built over a FakePair (no engines): examples drawn from
+the bench's workload files, Shift+Enter in the prompt running like Run, the exports beside the results."""
+
+from __future__ import annotations
+
+import pytest
+
+from specplay.page.inputs import token_examples, workload_examples
+from tests.unit.test_visitors import _fake_manager
+
+
+@pytest.fixture(scope="module")
+def page():
+    from specplay.page import ui
+
+    manager = _fake_manager()
+    demo = ui.build_page(manager)
+    yield demo
+    demo.close()
+    manager.shutdown()
+
+
+def _component(demo, elem_id):
+    return next(c for c in demo.config["components"] if c.get("props", {}).get("elem_id") == elem_id)
+
+
+def test_examples_come_from_the_workload_files_where_ngram_pays_first():
+    examples = workload_examples()
+    kinds = [label.split(":")[0] for label, _ in examples]
+    assert kinds[:4] == ["qa", "qa", "summarize", "summarize"] and {"code", "chat", "rewrite"} <= set(kinds)
+    from specplay.bench.workloads import load_workload
+
+    assert examples[0][1] == load_workload("qa", 1)[0].prompt  # the file's own prompt, whole
+    assert all(len(label) < 90 for label, _ in examples)
+    assert all(ids.replace(",", " ").split()[0].isdigit() for _, ids in token_examples())
+
+
+def test_the_page_shows_workload_examples_and_shift_enter_runs(page):
+    text = _component(page, "examples-text")["props"]
+    assert text["visible"] is True and any(label.startswith("qa: ") for label in text["sample_labels"])
+    assert _component(page, "examples-ids")["props"]["visible"] is False  # smollm2-ngram takes text
+    prompt = _component(page, "prompt")["id"]
+    run_btn = _component(page, "run")["id"]
+    run = next(d for d in page.config["dependencies"] if d.get("api_name") == "run")
+    assert [run_btn, "click"] in [list(t) for t in run["targets"]]
+    assert [prompt, "submit"] in [list(t) for t in run["targets"]]  # Gradio submits lines>1 on Shift+Enter
+
+
+def test_exports_sit_beside_the_results(page):
+    from specplay.page.compare_tab import RUN_OUTPUTS
+
+    for elem_id in ("result-json", "summary-md", "bench-json", "bench-pngs", "bench-md", "bench-csv"):
+        assert _component(page, elem_id)
+    assert {"result_file", "summary_md"} <= set(RUN_OUTPUTS)
+
+
+def test_the_runs_json_file_and_markdown_table(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from specplay.bench.outputs import markdown_table
+    from specplay.page.live_run import exports
+
+    csv_path = tmp_path / "history-abc123.csv"
+    summary = pd.DataFrame([["speedup", "", "2.00×"]], columns=["figure", "baseline", "speculative"])
+    out = exports({"history_file": str(csv_path), "result": {"run_id": "run-7", "identical": True}, "summary": summary})
+    assert out["result_file"].endswith("run-abc123.json")  # one a session, named like its CSV
+    assert json.loads(open(out["result_file"]).read())["identical"] is True
+    assert out["summary_md"] == "| figure | baseline | speculative |\n|---|---|---|\n| speedup |  | 2.00× |"
+    assert exports({"result": {"streaming": True}}) == {}  # frames before the last: nothing to export
+    md = markdown_table(["figure", "baseline"], [["speedup", "1.5|2"]])
+    assert md == "| figure | baseline |\n|---|---|\n| speedup | 1.5\\|2 |"
