@@ -82,7 +82,7 @@ class CompareCommand(CLISubcommand):
     epilog = EXIT_CODES
 
     def add_arguments(self, c) -> None:
-        c.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram)")
+        c.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram; on a GPU smollm2-ngram-gpu)")
         c.add_argument("--prompt", default=None, help="prompt text (default: a rewrite demo prompt)")
         c.add_argument("--prompt-token-ids", default=None,
                        help="comma-separated token ids instead of text (dummy-weight presets)")
@@ -101,12 +101,12 @@ class CompareCommand(CLISubcommand):
         from specplay.cli.report import print_report
         from specplay.core.hardware import detect
         from specplay.engine.vllm_engine import PromptError
-        from specplay.presets.catalog import DEFAULT_PRESET, availability, get_preset
+        from specplay.presets.catalog import availability, default_preset_name, get_preset
         from specplay.run import stream
         from specplay.run.pairs import open_pair
         from specplay.run.result import RunResult
 
-        preset = get_preset(args.preset or DEFAULT_PRESET)
+        preset = get_preset(args.preset or default_preset_name())
         where = availability(preset)
         if not where.runnable and not args.baseline_url:  # remote servers run it wherever they are
             raise UsageError(f"{preset.name} can't run here: {where.reason}")

@@ -19,7 +19,7 @@ class LaunchCommand(CLISubcommand):
     epilog = EPILOG
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram)")
+        parser.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram; on a GPU smollm2-ngram-gpu)")
         parser.add_argument("--no-page", action="store_true", help="only the servers, until Ctrl-C")
         parser.add_argument("--host", default="127.0.0.1", help="the page's address (default: 127.0.0.1)")
         parser.add_argument("--port", type=int, default=7860, help="the page's port (default: 7860)")
@@ -29,11 +29,11 @@ class LaunchCommand(CLISubcommand):
 
     def cmd(self, args, pair=None) -> int:
         from specplay.core.events import BASELINE, SPECULATIVE
-        from specplay.presets.catalog import DEFAULT_PRESET, availability, get_preset
+        from specplay.presets.catalog import availability, default_preset_name, get_preset
         from specplay.run.launch import launch, quick_tests
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as Ctrl-C: the servers are stopped on the way out
-        preset = get_preset(args.preset or DEFAULT_PRESET)
+        preset = get_preset(args.preset or default_preset_name())
         where = availability(preset)
         if not where.runnable:
             raise UsageError(f"{preset.name} can't run here: {where.reason}")

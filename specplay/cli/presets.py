@@ -19,13 +19,15 @@ class PresetsCommand(CLISubcommand):
         from rich.table import Table
 
         from specplay.core.hardware import detect
-        from specplay.presets.catalog import DEFAULT_PRESET, availability, load_presets
+        from specplay.presets.catalog import availability, default_preset_name, load_presets
 
         hw = detect()
+        presets = load_presets()
+        default = default_preset_name(hw, presets)
         rows = []
-        for p in load_presets().values():
+        for p in presets.values():
             a = availability(p, hw)
-            rows.append({"name": p.name, "default": p.name == DEFAULT_PRESET, "method": p.method,
+            rows.append({"name": p.name, "default": p.name == default, "method": p.method,
                          "k": p.num_speculative_tokens, "runnable": a.runnable, "reason": a.reason,
                          "description": p.description})
         if args.json:

@@ -25,6 +25,24 @@ from specplay.presets.schema import Preset, PresetError  # noqa: F401
 from specplay.presets.validation import validate
 
 DEFAULT_PRESET = "smollm2-ngram"
+# On a GPU the same lookup by ngram_gpu, where the installed vLLM has it: it gets async scheduling, which
+# plain ngram doesn't on vLLM 0.32 (2.57x against 1.89x at 8B scale on an H200, docs/benchmarks.md).
+GPU_DEFAULT_PRESET = "smollm2-ngram-gpu"
+
+
+def default_preset_name(hardware=None, presets: dict | None = None) -> str:
+    """The preset a page or command loads when none is named: smollm2-ngram, on a GPU its ngram_gpu twin
+    when this vLLM can run it."""
+    from specplay.core.hardware import detect
+    from specplay.presets.availability import availability as can_run
+
+    hardware = hardware or detect()
+    if hardware.device == "gpu":
+        presets = presets if presets is not None else load_presets()
+        gpu = presets.get(GPU_DEFAULT_PRESET)
+        if gpu is not None and can_run(gpu, hardware).runnable:
+            return GPU_DEFAULT_PRESET
+    return DEFAULT_PRESET
 
 
 def load_file(path: Path) -> Preset:

@@ -135,3 +135,44 @@ def test_a_server_killed_mid_stream_is_named_and_the_other_pane_finishes(remote_
     assert c.baseline.finished and len(c.baseline.token_ids) == 400  # the baseline's pane finishes
     assert not remote_pair.engines[SPECULATIVE].is_alive() and remote_pair.engines[BASELINE].is_alive()
     assert finished.counters_source in (PER_REQUEST, ENGINE_DELTA)
+
+
+@pytest.mark.order(10)  # after the module's servers are gone: its own two servers and the page
+def test_launch_serves_the_page_on_its_servers_and_sigterm_leaves_nothing(remote_servers):
+    """`specplay launch` as a user runs it: two servers, the curl lines, the page in remote mode; SIGTERM
+    ends the page and both servers (every process of theirs)."""
+    import sys
+    import time
+
+    import httpx
+    import psutil
+
+    from tests.ui_fixtures import free_port
+
+    remote_servers.stop()  # the module's pair: two sets of servers would fight for the two cores
+    port = free_port()
+    launch = subprocess.Popen([sys.executable, "-m", "specplay", "launch", "--preset", "smollm2-ngram", "--port",
+                               str(port), "--server-ports", f"{free_port()},{free_port()}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines, deadline = [], time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline and not any("the page on servers started elsewhere" in line for line in lines):
+            lines.append(launch.stdout.readline())
+        assert any("curl -s http://127.0.0.1:" in line and "/v1/completions" in line for line in lines), lines
+        health = None
+        while time.monotonic() < deadline and health != 200:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code
+            except httpx.HTTPError:
+                time.sleep(1)
+        assert health == 200  # the page's pair (the two servers) is ready
+        family = [launch.pid] + [p.pid for p in psutil.Process(launch.pid).children(recursive=True)]
+        servers = [p for p in psutil.Process(launch.pid).children(recursive=True)
+                   if "vllm.entrypoints.openai.api_server" in " ".join(p.cmdline())]
+        assert len(servers) == 2
+    finally:
+        launch.terminate()
+        launch.wait(timeout=60)
+    time.sleep(1)
+    left = [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert not left, left

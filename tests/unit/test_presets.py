@@ -268,3 +268,14 @@ def test_serve_lines_name_hub_ids_and_say_what_is_local_or_shared():
     shared = serve_text(presets["llama31-8b-eagle"], "speculative", GPU, per_request=False)
     assert shared.splitlines()[0].startswith("# --gpu-memory-utilization") and "default 0.9" in shared
     assert shared.splitlines()[-1].startswith("vllm serve meta-llama/")
+
+
+def test_the_default_preset_is_ngram_on_the_cpu_and_ngram_gpu_on_a_gpu():
+    from specplay.core.hardware import Hardware
+    from specplay.presets.catalog import default_preset_name, load_presets
+
+    presets = load_presets()
+    assert default_preset_name(Hardware(0, None, (0, 1)), presets) == "smollm2-ngram"
+    gpu = Hardware(1, "NVIDIA H200", (0, 1))
+    expected = "smollm2-ngram-gpu" if presets["smollm2-ngram-gpu"].vllm_problem is None else "smollm2-ngram"
+    assert default_preset_name(gpu, presets) == expected

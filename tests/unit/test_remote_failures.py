@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished
+from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.engine.vllm_engine import EngineStartError
 from specplay.run.remote import open_remote_pair
 from tests.ui_fixtures import comparison_of
