@@ -76,6 +76,6 @@ def facts_for(speculative_config: dict) -> MethodFacts:
 
 
 def advice_for(speculative_config: dict) -> str:
-    """The sentence for weak acceptance (what specplay.run.explain's GAIN_ADVICE says, per kind)."""
+    """The sentence for weak acceptance, per kind (what specplay.run.explain says)."""
     kind = kind_of(speculative_config)
     return METHOD_FACTS[kind].advice if kind in METHOD_FACTS else "a better draft would help"

@@ -117,7 +117,7 @@ class RunResult:
         )
         if preset is None or not hasattr(preset, "method"):
             return result
-        sentence = explain(result, preset.method, preset.num_speculative_tokens, device, step_floor_s)
+        sentence = explain(result, preset.facts.kind, preset.num_speculative_tokens, device, step_floor_s)
         return dataclasses.replace(result, explanation=sentence)
 
     @property

@@ -127,6 +127,10 @@ def test_an_8b_target_on_an_h200_is_not_called_too_small():
     # a V1 runner's draft model isn't blamed on CUDA graphs
     v1 = explain(_result_with(0.8, 2.4, 3.0, 0.6, 0.0047, runner="v1"), "draft_model", 4, "gpu", floor)
     assert "CUDA graphs" not in v1
+    assert "parallel drafting (PARD: one draft pass proposes all k tokens) would pay" in v1  # the cure on V1
+    # PARD drafts all k in one pass: the per-pass cost is the whole extra cost, not a k-th of it
+    pard = explain(_result_with(0.8, 2.0, 2.5, 0.6, 0.0047, runner="v1"), "pard", 5, "gpu", floor)
+    assert "its one pass adds about 150% of a target step" in pard
 
 
 @pytest.mark.parametrize("name, bandwidth", [
