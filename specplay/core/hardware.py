@@ -52,16 +52,22 @@ def bandwidth_floor_s(weight_bytes: int | None, hardware: "Hardware", tensor_par
     return weight_bytes / max(1, tensor_parallel) / bandwidth if weight_bytes and bandwidth else None
 
 
+def nvml():
+    """NVML, initialised (once per process; init is reference-counted and cheap to repeat), and the handle of
+    every GPU: (pynvml, handles). Raises where there is no driver or library."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    return pynvml, [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+
+
 def gpu_count_and_name() -> tuple[int, str | None]:
     if os.environ.get("PLAYGROUND_FORCE_CPU"):
         return 0, None
     try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        count = pynvml.nvmlDeviceGetCount()
-        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)) if count else None
-        return count, name.decode() if isinstance(name, bytes) else name
+        pynvml, handles = nvml()
+        name = pynvml.nvmlDeviceGetName(handles[0]) if handles else None
+        return len(handles), name.decode() if isinstance(name, bytes) else name
     except Exception:  # no driver, no library: a CPU machine
         return 0, None
 

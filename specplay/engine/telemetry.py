@@ -15,7 +15,8 @@ from typing import Callable
 
 import psutil
 
-GIB = 1024 ** 3
+from specplay.core.hardware import nvml
+
 PROCESS_REFRESH_S = 10.0
 PidsSource = Callable[[], dict[str, list[int]]]
 
@@ -69,11 +70,7 @@ class NvmlReader:
     """Per-process GPU memory through NVML; `per_process` turns False when no engine pid is visible."""
 
     def __init__(self, devices_by_role: dict[str, list[int]] | None = None):
-        import pynvml
-
-        self._nvml = pynvml
-        pynvml.nvmlInit()
-        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        self._nvml, self._handles = nvml()
         self._devices_by_role = devices_by_role or {}
         self.per_process = True
 

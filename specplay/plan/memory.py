@@ -24,7 +24,7 @@ import os
 from dataclasses import asdict, dataclass, field
 
 from specplay.core.events import BASELINE, SPECULATIVE
-from specplay.core.hardware import Hardware, detect
+from specplay.core.hardware import Hardware, detect, nvml
 from specplay.core.units import GIB
 from specplay.core.units import gib_text as _gib
 from specplay.plan.shapes import (  # noqa: F401  (count_* and kv_bytes_per_token: the planner's API too)
@@ -82,15 +82,9 @@ def measure_memory(hardware: Hardware) -> MachineMemory:
     gpus: tuple[DeviceMemory, ...] = ()
     if hardware.gpu_count:
         try:
-            import pynvml
-
-            pynvml.nvmlInit()
-            try:
-                handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-                gpus = tuple(DeviceMemory(int(info.total), int(info.free))
-                             for info in (pynvml.nvmlDeviceGetMemoryInfo(h) for h in handles))
-            finally:
-                pynvml.nvmlShutdown()
+            pynvml, handles = nvml()
+            gpus = tuple(DeviceMemory(int(info.total), int(info.free))
+                         for info in (pynvml.nvmlDeviceGetMemoryInfo(h) for h in handles))
         except Exception:  # a driver problem: the plan says the GPU memory is unknown
             gpus = ()
     try:
