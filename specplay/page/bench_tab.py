@@ -83,8 +83,12 @@ def _wire(tab: Section, manager, settings: PageSettings, folder: Path) -> None:
                         "bench_acceptance", "bench_max_tokens"))
 
     def run(*values, request: gr.Request = None):
-        for out in run_bench(manager, registry, folder, session_id(request), *values, settings=settings):
-            yield tab.out(out)
+        try:
+            for out in run_bench(manager, registry, folder, session_id(request), *values, settings=settings):
+                yield tab.out(out)
+        except Exception as exc:  # writing the results, drawing them: said, scrubbed, and Run bench is back
+            message = scrub(f"The bench failed: {type(exc).__name__}: {exc}")
+            yield tab.out({"bench_error": views.error_html(message), "bench_run": gr.update(interactive=True)})
 
     def stop(request: gr.Request = None):
         registry.cancel(session_id(request))

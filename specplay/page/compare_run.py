@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -101,6 +102,7 @@ def _stream(place: RunPlace, inputs: tuple, session: str):
         outcome.failure = "The engines stayed busy too long (another run or a bench); try again."
         return outcome
     cancel = place.registry.new(session)
+    stream, abandoned = None, False
     try:
         pair, outcome.live, refusal = _prepare(place.manager, *inputs, session)
         if refusal is not None:
@@ -108,20 +110,33 @@ def _stream(place: RunPlace, inputs: tuple, session: str):
             return outcome
         pair.answer_timeout_s = settings.max_run_seconds + ANSWER_GRACE_S  # a hung engine ends the run
         stream = outcome.live.stream(pair, cancel)  # each event is in live.comparison once yielded
-        finished = False
-        try:
-            finished = yield from _redraws(place, outcome.live, stream, cancel, outcome)
-        except PromptError as exc:
-            outcome.failure = str(exc)
-        except Exception as exc:  # the page stays up; the message says what broke
-            outcome.failure = f"The run failed: {type(exc).__name__}: {exc}"
-        finally:
-            if not finished:  # closed early (browser gone, error): abort both requests, release the engines
-                _abort(stream, cancel)
+        if (yield from _redraws(place, outcome.live, stream, cancel, outcome)):
+            stream = None  # finished: nothing left to abort
+    except GeneratorExit:  # the visitor left: Gradio closes this generator, maybe on its event loop
+        abandoned = True
+        raise
+    except PromptError as exc:
+        outcome.failure = str(exc)
+    except Exception as exc:  # the page stays up; the message says what broke
+        outcome.failure = f"The run failed: {type(exc).__name__}: {exc}"
+    finally:
+        # closed early (browser gone, error): abort both requests and release the engines; off this thread
+        # when abandoned, as waiting for the aborted requests to end must not stall the event loop
+        release = threading.Thread(target=_release, args=(place, session, cancel, stream), name="run-cleanup",
+                                   daemon=True)
+        release.start()
+        if not abandoned:
+            release.join()
+    return outcome
+
+
+def _release(place: RunPlace, session: str, cancel, stream) -> None:
+    try:
+        if stream is not None:
+            _abort(stream, cancel)
     finally:
         place.registry.done(session, cancel)
         place.manager.run_lock.release()
-    return outcome
 
 
 def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):

@@ -33,7 +33,7 @@ def _manager(factory=None, **kwargs):
     factory = factory or (lambda p, hw, log=print: FakePair(lambda r: events, p))
     manager = PairManager({PRESET: get_preset(PRESET)}, PRESET, pair_factory=factory, log=lambda *a: None, **kwargs)
     manager.load(PRESET)
-    assert _wait(lambda: manager.status().state == "ready")
+    assert _wait(lambda: manager.status().state == "ready", 30)
     return manager
 
 
@@ -482,3 +482,34 @@ def test_the_login_can_come_from_a_file_and_help_prefers_it(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parse_args(["--help"])
     assert "PLAYGROUND_AUTH" in capsys.readouterr().out
+
+
+def test_leaving_mid_run_returns_at_once_and_releases_the_engines(tmp_path):
+    """A run's generator closed by Gradio (the visitor left) aborts and releases the engines off that thread."""
+    from specplay.page.cancel import CancelRegistry
+    from specplay.page.compare_run import RunPlace, run_comparison
+    from specplay.page.settings import PageSettings
+
+    ended = threading.Event()
+
+    class SlowToAbort(FakePair):
+        def stream(self, request, schedule="concurrent", cancel=None):
+            try:
+                yield from super().stream(request, schedule, cancel)
+            finally:
+                time.sleep(1.5)  # the aborted requests take their time to end
+                ended.set()
+
+    events = synthetic_events(list(range(50)), [[i] for i in range(50)])
+    manager = _manager(lambda p, hw, log=print: SlowToAbort(lambda r: events, p, step_delay=0.05))
+    try:
+        place = RunPlace(manager, CancelRegistry(), str(tmp_path), PageSettings())
+        gen = run_comparison(place, "hi", 40, 0.0, "sequential", [], "S")
+        next(gen), next(gen)
+        assert manager.run_lock.locked()
+        started = time.monotonic()
+        gen.close()
+        assert time.monotonic() - started < 0.5
+        assert _wait(lambda: not manager.run_lock.locked(), 5) and ended.is_set()
+    finally:
+        manager.shutdown()
