@@ -4,9 +4,11 @@ them), and no uploads (the page takes none). Gradio only through the objects it 
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 BODY_LIMIT_BYTES = 1 << 20  # 1 MiB: a 20,000-character prompt in JSON is well under it
+GRACE_CHECKS, GRACE_STEP_S = 5, 0.1  # a conflict is looked at again for half a second before refusing
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 ONE_PENDING = ("You already have a run waiting or running on this page: wait until it has finished "
                "(or press Stop), then run again.")
@@ -48,15 +50,26 @@ def limit_pending(queue, groups: tuple[str, ...] = ("engines", "bench"), message
     async def guarded_push(body, request, username):
         fn = queue.blocks.fns.get(body.fn_index) if body.fn_index is not None else None
         if fn is not None and fn.concurrency_id in groups:
-            session = body.session_hash
-            address = _keys(_Probe(request))[1]
-            for event in pending_events(queue, groups):
-                other_session, other_address = _keys(event)
-                if (session and other_session == session) or (address and other_address == address):
-                    return False, message, "queue_full"
+            keys = (body.session_hash, _keys(_Probe(request))[1])
+            # a run that has just sent its last output may not have left the queue's books yet: a moment's grace
+            for _ in range(GRACE_CHECKS):
+                if not _conflict(queue, groups, keys):
+                    break
+                await asyncio.sleep(GRACE_STEP_S)
+            else:
+                return False, message, "error"  # 400 with the message: the page shows it as it is
         return await push(body, request, username)
 
     queue.push = guarded_push
+
+
+def _conflict(queue, groups, keys) -> bool:
+    session, address = keys
+    for event in pending_events(queue, groups):
+        other_session, other_address = _keys(event)
+        if (session and other_session == session) or (address and other_address == address):
+            return True
+    return False
 
 
 class _Probe:

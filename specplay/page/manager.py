@@ -210,9 +210,9 @@ class PairManager:
                       else "an engine died; reloading both engines")
             try:
                 self.load(self._preset, wait_for_run=5, full=True)
-            except RuntimeError as exc:  # a run still holds the engines: the watcher tries again
-                self._log(f"reload postponed: {exc}")
-                return False
+            except RuntimeError as exc:  # already reloading (the watcher was first), or a run holds the engines
+                self._log(f"reload not started here: {exc}")
+                return self.status().recovering
         return dead
 
     def _retry(self, name: str, generation: int) -> None:

@@ -326,12 +326,12 @@ def test_one_pending_run_per_session_and_per_forwarded_address(served):
     first = _join(served, "s1")
     assert first.status_code == 200, first.text
     again = _join(served, "s1")  # the same session: refused at once, with a message
-    assert again.status_code == 503 and "already have a run" in again.json()["detail"]
+    assert again.status_code == 400 and "already have a run" in again.json()["detail"]  # the page shows it
     assert _join(served, "s2").status_code == 200  # another visitor on this machine (no proxy): queued
     proxied = {"X-Forwarded-For": "203.0.113.7, 10.0.0.1"}
     assert _join(served, "s3", proxied).status_code == 200
     other = _join(served, "s4", {"X-Forwarded-For": "203.0.113.7"})  # same client behind the proxy, new session
-    assert other.status_code == 503 and "already have a run" in other.json()["detail"]
+    assert other.status_code == 400 and "already have a run" in other.json()["detail"]
     assert _join(served, "s5", {"X-Forwarded-For": "198.51.100.2"}).status_code == 200
 
 
