@@ -23,12 +23,16 @@ class PageSettings:
 _PATH = re.compile(r"(?<![\w.>\-+@~])(?:[A-Za-z]:)?(?:/[\w.\-+@~]+){2,}/?")
 
 
-MESSAGE_MAX_CHARS = 400
+MESSAGE_MAX_CHARS = 400  # a load failure in the status line: vLLM's can run to pages
+# vLLM's pointers to a log or a trace visitors can't see, and the trace itself
+_POINTER = re.compile(r"\s*See (?:the )?stack trace[^.]*\.?", re.I)
 
 
-def scrub(message: str, limit: int | None = MESSAGE_MAX_CHARS) -> str:
-    """A message safe to show a visitor: no server paths, no stack trace or log pointer, one paragraph."""
-    message = str(message).split(" See stack trace")[0]
-    message = " ".join(line.strip() for line in message.splitlines()[:3] if line.strip())
+def scrub(message: str, limit: int | None = None) -> str:
+    """A message safe to show a visitor: no server paths, no stack trace or pointer to one, one paragraph;
+    at most `limit` characters."""
+    message = str(message).split("Traceback (most recent call last)")[0]
+    message = _POINTER.sub("", message)
+    message = " ".join(line.strip() for line in message.splitlines() if line.strip())
     message = _PATH.sub("…", message)
     return message if limit is None or len(message) <= limit else message[:limit - 1] + "…"

@@ -66,7 +66,7 @@ def public_serve_line(line: str) -> str:
     line = re.sub(re.escape(str(MODELS_DIR)) + r"/([\w.+\-]+)",
                   lambda m: HUB_IDS.get(m.group(1), f"<cache>/models/{m.group(1)}"), line)
     line = line.replace(str(BUNDLED_MODELS_DIR), str(BUNDLED_MODELS_DIR.relative_to(PROJECT_ROOT)))
-    return scrub(line.replace(str(PROJECT_ROOT) + "/", ""), limit=None)
+    return scrub(line.replace(str(PROJECT_ROOT) + "/", ""))
 
 
 def _header(manager: PairManager, names: list[str]) -> Section:

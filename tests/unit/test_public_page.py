@@ -513,3 +513,13 @@ def test_leaving_mid_run_returns_at_once_and_releases_the_engines(tmp_path):
         assert _wait(lambda: not manager.run_lock.locked(), 5) and ended.is_set()
     finally:
         manager.shutdown()
+
+
+def test_scrubbing_drops_log_pointers_and_traces_but_keeps_what_follows():
+    from specplay.page.settings import scrub
+
+    message = ("The run stopped: the baseline engine failed (EngineDeadError: EngineCore encountered an issue. "
+               "See stack trace (above) for the root cause.). " + "x" * 500 + " Both engines are being reloaded.")
+    shown = scrub(message)
+    assert "stack trace" not in shown and shown.endswith("Both engines are being reloaded.")
+    assert scrub("RuntimeError: boom\nTraceback (most recent call last):\n  File \"/opt/v/x.py\"") == "RuntimeError: boom"
