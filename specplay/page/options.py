@@ -75,7 +75,8 @@ def resolve_options(args: argparse.Namespace) -> dict:
     if os.environ.get("PLAYGROUND_AUTH"):
         options["auth"] = os.environ["PLAYGROUND_AUTH"]
     options.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
-    if options["auth_file"] and not args.auth:  # --auth on the command line still wins
+    # the file read in its place: --auth on the command line still wins, and a config file's yields to the env
+    if options["auth_file"] and not args.auth and (args.auth_file or not os.environ.get("PLAYGROUND_AUTH")):
         try:
             with open(options["auth_file"]) as f:
                 options["auth"] = f.readline().strip()
