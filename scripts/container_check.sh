@@ -138,6 +138,7 @@ check "the app runs unprivileged (pid $pid on the host: uid $uid; podman top use
   '[ "$uid" = 1000 ] && [ -n "$users" ] && ! printf %s "$users" | grep -qw root'
 check "the image's user is playground" '[ "$("$engine" exec "$name" id -un)" = playground ]'
 check "healthcheck run passes" 'timeout 60 "$engine" healthcheck run "$name" >/dev/null'
+check "tini is PID 1 (signals forwarded, orphans reaped)" '[ "$("$engine" exec "$name" cat /proc/1/comm)" = tini ]'
 client=$(mktemp --suffix .py); result_file=$(mktemp)
 cat > "$client" <<'EOF'
 import json, sys

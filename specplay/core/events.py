@@ -98,6 +98,7 @@ class GenerationRequest:
     temperature: float = 0.0
     seed: int = 0
     ignore_eos: bool = False
+    cache_salt: str | None = None  # vLLM's prefix-cache salt: requests share cached blocks only within one salt
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -72,6 +72,9 @@ class PairStatus:
 class EnginePair:
     # In-process engines share this process and are reloaded together after a failure: the survivor stops.
     abort_partner_on_failure = True
+    # A stream that hasn't ended this long after it began is given up (an engine core hung, e.g. SIGSTOP):
+    # both requests aborted, RunFinished names the engine that stopped answering. None: no deadline.
+    answer_timeout_s: float | None = None
 
     def __init__(self, baseline: EngineSettings, speculative: EngineSettings, warmup: bool = True,
                  tag=None):
@@ -199,24 +202,46 @@ class EnginePair:
         if schedule not in tuple(Schedule):
             raise ValueError(f"schedule must be 'concurrent' or 'sequential', not {schedule!r}")
         ids = self.prompt_token_ids(request)
-        with self._run_lock:
-            run_id = f"run-{next(self._ids)}"
-            events: queue.Queue = queue.Queue()
-            yield RunStarted(run_id, tuple(ids), schedule)
-            future = asyncio.run_coroutine_threadsafe(self._run(run_id, ids, request, schedule, events), self._loop)
-            aborted = False
-            while True:
-                if cancel is not None and cancel.is_set() and not aborted:
-                    aborted = True
-                    asyncio.run_coroutine_threadsafe(self._abort(run_id), self._loop)
-                try:
-                    item = events.get(timeout=0.1)
-                except queue.Empty:
-                    continue
-                yield item
-                if isinstance(item, RunFinished):
-                    break
-            future.result()
+        timeout = self.answer_timeout_s
+        if not self._run_lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise EngineStartError("the engines are still busy with an earlier request")
+        try:
+            yield from self._stream_events(ids, request, schedule, cancel, timeout)
+        finally:
+            self._run_lock.release()
+
+    def _stream_events(self, ids, request, schedule, cancel, timeout):
+        run_id = f"run-{next(self._ids)}"
+        events: queue.Queue = queue.Queue()
+        yield RunStarted(run_id, tuple(ids), schedule)
+        future = asyncio.run_coroutine_threadsafe(self._run(run_id, ids, request, schedule, events), self._loop)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        aborted, finished = False, set()
+        while True:
+            if cancel is not None and cancel.is_set() and not aborted:
+                aborted = True
+                asyncio.run_coroutine_threadsafe(self._abort(run_id), self._loop)
+            try:
+                item = events.get(timeout=0.1)
+            except queue.Empty:
+                if deadline is not None and time.monotonic() > deadline:
+                    yield self._give_up(run_id, future, finished, aborted)
+                    return
+                continue
+            if isinstance(item, StepEvent) and item.finished:
+                finished.add(item.engine)
+            yield item
+            if isinstance(item, RunFinished):
+                break
+        future.result()
+
+    def _give_up(self, run_id: str, future, finished: set, aborted: bool) -> RunFinished:
+        """The run's end when an engine stopped answering: abort both requests, stop waiting for them."""
+        silent = next((role for role in (BASELINE, SPECULATIVE) if role not in finished), SPECULATIVE)
+        asyncio.run_coroutine_threadsafe(self._abort(run_id), self._loop)
+        future.cancel()
+        return RunFinished(run_id, time.monotonic(), SpecDecodeCounters(), cancelled=aborted,
+                           error=f"the {silent} engine stopped answering")
 
     def run(self, request: GenerationRequest, schedule: str = "concurrent") -> list:
         """All events of one run, for callers that don't stream."""

@@ -297,6 +297,8 @@ class Engine:
             logprobs=TOP_LOGPROBS,
         )
         prompt = {"prompt_token_ids": list(prompt_token_ids)}
+        if request.cache_salt:  # another salt's cached prefix isn't reused: no timing one visitor by another
+            prompt["cache_salt"] = request.cache_salt
         async for out in self._llm.generate(prompt, params, request_id):
             yield chunk_of(out)
 

@@ -7,7 +7,7 @@ components (a Section) by `tab.out`.
 
 from __future__ import annotations
 
-import tempfile
+import sys
 import threading
 from pathlib import Path
 
@@ -19,6 +19,8 @@ from specplay.bench.runner import BenchError, BenchRun, load_prompts
 from specplay.bench.charts import figures as bench_figures
 from specplay.bench.outputs import write_results
 from specplay.page.cancel import CancelRegistry
+from specplay.page.files import clean_old
+from specplay.page.settings import PageSettings, scrub
 from specplay.page.section import Section
 from specplay.page.session import session_id, session_stem
 from specplay.bench.workloads import WORKLOADS
@@ -26,10 +28,10 @@ from specplay.bench.workloads import WORKLOADS
 INTRO = ("### Where speculation pays\nThe loaded preset, measured over workloads × k × temperature × "
          "concurrency. Each engine runs its batch alone (baseline, then speculative); another k restarts only "
          "the speculative engine, and the preset's own is loaded back at the end. The Compare tab waits "
-         "while a bench runs. Bigger sweeps: `python -m specplay bench`.")
+         "while a bench runs, and a bench stops at the page's run time limit. Bigger sweeps: `python -m specplay bench`.")
 
 
-def bench_tab(manager) -> Section:
+def bench_tab(manager, settings: PageSettings, folder: Path) -> Section:
     """Lay out the tab's components (names prefixed bench_, inside the caller's gr.Tab) and wire its events."""
     tab = Section()
     k = manager.preset.num_speculative_tokens
@@ -78,19 +80,22 @@ def bench_tab(manager) -> Section:
     tab.c["bench_pngs"] = gr.File(label="Charts (PNG)", file_count="multiple", interactive=False, elem_id="bench-pngs")
     with gr.Accordion("The table as Markdown (copy into an issue)", open=False):
         tab.c["bench_md"] = gr.Code("", language="markdown", interactive=False, elem_id="bench-md")
-    _wire(tab, manager)
+    _wire(tab, manager, settings, Path(folder))
     return tab
 
 
-def _wire(tab: Section, manager) -> None:
+def _wire(tab: Section, manager, settings: PageSettings, folder: Path) -> None:
     registry = CancelRegistry()
-    folder = tempfile.mkdtemp(prefix="playground-bench-")
     inputs = tab.list(("bench_workloads", "bench_n", "bench_k", "bench_temperature", "bench_concurrency",
                         "bench_acceptance", "bench_max_tokens"))
 
     def run(*values, request: gr.Request = None):
-        for out in run_bench(manager, registry, folder, session_id(request), *values):
-            yield tab.out(out)
+        try:
+            for out in run_bench(manager, registry, folder, session_id(request), *values, settings=settings):
+                yield tab.out(out)
+        except Exception as exc:  # writing the results, drawing them: said, scrubbed, and Run bench is back
+            message = scrub(f"The bench failed: {type(exc).__name__}: {exc}")
+            yield tab.out({"bench_error": views.error_html(message), "bench_run": gr.update(interactive=True)})
 
     def stop(request: gr.Request = None):
         registry.cancel(session_id(request))
@@ -102,29 +107,80 @@ def _wire(tab: Section, manager) -> None:
     tab["bench_stop"].click(stop, api_name="bench_stop", api_visibility="private", queue=False, show_progress="hidden")
 
 
-def run_bench(manager, registry: CancelRegistry, folder: str, session: str, workloads, n, ks, temperatures,
-              concurrency, acceptance, max_tokens):
+class _Hold:
+    """The bench's hold on the engines: released once, whichever way the bench ends (finished, failed, the
+    visitor gone), together with its Stop entry and its time limit."""
+
+    def __init__(self, manager, registry: CancelRegistry, session: str, limit_s: float):
+        self.manager, self.registry, self.session = manager, registry, session
+        self.cancel = registry.new(session)
+        self.timed_out = False
+        self._timer = threading.Timer(limit_s, self._time_out)
+        self._timer.daemon = True
+        self._timer.start()
+        self._released = threading.Lock()
+        self._done = False
+
+    def _time_out(self) -> None:
+        self.timed_out = True
+        self.cancel.set()
+
+    def release(self) -> None:
+        with self._released:
+            if self._done:
+                return
+            self._done = True
+        self._timer.cancel()
+        self.registry.done(self.session, self.cancel)
+        self.manager.run_lock.release()
+
+
+def run_bench(manager, registry: CancelRegistry, folder, session: str, workloads, n, ks, temperatures,
+              concurrency, acceptance, max_tokens, settings: PageSettings | None = None):
     """The handler: yields {output name: value}; never raises (messages go on the tab)."""
+    settings = settings or PageSettings()
     idle = {"bench_run": gr.update(interactive=True)}
-    ready, refusal = _prepare(manager, workloads, n, ks, temperatures, concurrency, acceptance, max_tokens)
+    picks = (workloads, n, ks, temperatures, concurrency, acceptance, max_tokens)
+    if not settings.allow_bench:
+        yield {"bench_error": views.error_html("The bench is turned off on this page (the operator's choice)."),
+               **idle}
+        return
+    ready, refusal = _prepare(manager, *picks)
     if refusal is None and not manager.run_lock.acquire(blocking=False):
         refusal = "A comparison is running on the engines; run the bench when it has finished."
     if refusal is not None:
         yield {"bench_error": views.error_html(refusal), **idle}
         return
-    try:
-        pair, preset, settings, prompts = ready
-        bench = BenchRun(pair, preset, settings, prompts, manager.hardware, cancel=registry.new(session),
-                         restore=True)
-        failure = yield from _measure(bench, registry, session)
-    finally:
-        manager.run_lock.release()
+    hold = _Hold(manager, registry, session, settings.max_run_seconds)
+    try:  # under the lock: the pair read again, as a reload may have replaced it since
+        ready, refusal = _prepare(manager, *picks)
+        bench = None
+        if refusal is None:
+            pair, preset, bench_settings, prompts = ready
+            bench = BenchRun(pair, preset, bench_settings, prompts, manager.hardware, cancel=hold.cancel,
+                             restore=True)
+            if bench.plan.restarts and not settings.allow_switching:
+                refusal = ("Another k or acceptance restarts the speculative engine, and switching engines is "
+                           f"turned off on this page: bench k={preset.num_speculative_tokens} without acceptance.")
+    except Exception as exc:
+        refusal = f"The bench can't start: {type(exc).__name__}: {exc}"
+    if refusal is not None:
+        hold.release()
+        yield {"bench_error": views.error_html(scrub(refusal)), **idle}
+        return
+    failure = yield from _measure(bench, hold)  # releases the hold
     if failure:
         manager.reload_if_dead()
+    elif hold.timed_out:
+        failure = (f"The bench was stopped at this page's limit of {settings.max_run_seconds:g} seconds; "
+                   "the rows measured until then are kept.")
     result = bench.result()
-    written = write_results(Path(folder) / f"bench-{session_stem(session)}-{threading.get_ident()}", result,
+    out = Path(folder)
+    clean_old(out, settings.files_max_age_s)
+    written = write_results(out / session_stem(session), result,
                             bench_figures(bench.rows, bench.preset.num_speculative_tokens, result["synthetic"]))
-    yield {"bench_error": views.error_html(failure), "bench_advice": bv.advice_html(bench_advice(result)),
+    yield {"bench_error": views.error_html(scrub(failure) if failure else failure),
+           "bench_advice": bv.advice_html(bench_advice(result)),
            "bench_table": bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset),
            **bv.exports(written, bench.rows), **idle}
 
@@ -142,10 +198,12 @@ def _prepare(manager, *picks) -> tuple[tuple | None, str | None]:
     return (pair, preset, settings, prompts), None
 
 
-def _measure(bench: BenchRun, registry: CancelRegistry, session: str):
-    """Yield the tab's redraws as the bench's rows arrive; returns a message if it failed."""
+def _measure(bench: BenchRun, hold: _Hold):
+    """Yield the tab's redraws as the bench's rows arrive; returns a message if it failed. Always releases
+    `hold`, from a worker thread: putting the preset's own speculative engine back is an engine start, and
+    when the visitor has left, Gradio closes this generator on its event loop, which must not wait for it."""
     steps = bench.run()
-    failure, finished = None, False
+    failure, finished, abandoned = None, False, False
     try:
         yield {**bv.empty_frame(), "bench_run": gr.update(interactive=False)}
         for step in steps:
@@ -154,14 +212,28 @@ def _measure(bench: BenchRun, registry: CancelRegistry, session: str):
                 out.update(bench_table=bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset))
             yield out
         finished = True
+    except GeneratorExit:  # the visitor left mid-bench: stop measuring, clean up off this thread
+        abandoned = True
+        raise
     except Exception as exc:  # an engine failed: the tab says so, the page stays up
         failure = f"The bench failed: {type(exc).__name__}: {exc}"
     finally:
-        if not finished and failure is None:  # the visitor left mid-bench: stop measuring
+        if not finished:
             bench.cancel.set()
-        steps.close()  # puts the preset's own speculative engine back if the bench swapped it
-        registry.done(session, bench.cancel)
+        cleanup = threading.Thread(target=_close, args=(steps, hold), name="bench-cleanup", daemon=True)
+        cleanup.start()
+        if not abandoned:
+            cleanup.join()
     return failure
+
+
+def _close(steps, hold: _Hold) -> None:
+    try:
+        steps.close()  # puts the preset's own speculative engine back if the bench swapped it
+    except Exception as exc:
+        print(f"bench: restoring the preset's engine failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    finally:
+        hold.release()
 
 
 def bench_advice(result: dict) -> list:

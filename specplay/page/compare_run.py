@@ -6,7 +6,9 @@ engines, so the next visitor's run can start."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -20,9 +22,11 @@ from specplay.page.charts import history_table
 from specplay.page.inputs import InputError, build_request, check_schedule
 from specplay.page.live_run import UPDATE_HZ, LiveRun
 from specplay.page.manager import PairManager
-from specplay.page.session import session_stem
+from specplay.page.files import clean_old
+from specplay.page.session import ANONYMOUS, session_stem
 from specplay.page.settings import PageSettings, scrub
 
+ANSWER_GRACE_S = 30.0  # past max_run_seconds, an engine that hasn't ended its stream is taken for hung
 NOT_READY = "The engines are not ready yet (see the status above); Run is enabled once they are."
 
 
@@ -41,23 +45,34 @@ class RunPlace:
 class _Outcome:
     failure: str | None = None  # a message for the visitor: the run broke (not: it was stopped)
     timed_out: bool = False  # stopped at the operator's max_run_seconds
+    live: LiveRun | None = None
 
 
 def run_comparison(place: RunPlace, prompt, max_tokens, temperature, schedule, history: list, session: str):
-    """The run handler: yields {output name: value}; never raises (errors go on the page)."""
+    """The run handler: yields {output name: value}; never raises (errors go on the page, scrubbed, and Run
+    is enabled again)."""
     idle = {"run_btn": gr.update(interactive=place.manager.pair is not None), "stop_btn": gr.update(interactive=False)}
-    pair, live, refusal = _prepare(place.manager, prompt, max_tokens, temperature, schedule)
-    if refusal is not None:
-        yield _failed(refusal, idle, history)
-        return
-    outcome = yield from _stream(place, pair, live, session)
-    if outcome.failure is not None:
-        yield _failed(outcome.failure, idle, history)
-        return
-    yield _finished(place, live, outcome.timed_out, history, session, idle)
+    try:
+        _, _, refusal = _prepare(place.manager, prompt, max_tokens, temperature, schedule, session)
+        if refusal is not None:
+            yield _failed(refusal, idle, history)
+            return
+        outcome = yield from _stream(place, (prompt, max_tokens, temperature, schedule), session)
+        if outcome.failure is not None:
+            yield _failed(outcome.failure, _idle(place), history)
+            return
+        yield _finished(place, outcome.live, outcome.timed_out, history, session, _idle(place))
+    except GeneratorExit:
+        raise
+    except Exception as exc:  # whatever broke outside the run itself: said, scrubbed, and Run is back
+        yield _failed(f"The run failed: {type(exc).__name__}: {exc}", _idle(place), history)
 
 
-def _prepare(manager: PairManager, prompt, max_tokens, temperature, schedule):
+def _idle(place: RunPlace) -> dict:
+    return {"run_btn": gr.update(interactive=place.manager.pair is not None), "stop_btn": gr.update(interactive=False)}
+
+
+def _prepare(manager: PairManager, prompt, max_tokens, temperature, schedule, session: str = ANONYMOUS):
     """(pair, LiveRun, None) for a run that can start, else (None, None, why not)."""
     pair, preset = manager.pair, manager.preset
     if pair is None:
@@ -67,6 +82,8 @@ def _prepare(manager: PairManager, prompt, max_tokens, temperature, schedule):
         schedule = check_schedule(schedule)
     except InputError as exc:
         return None, None, str(exc)
+    # a prefix-cache salt per session: one visitor's cached prompt can't speed up (and so reveal) another's
+    request = dataclasses.replace(request, cache_salt=session_stem(session))
     decoders = ({role: pair.engines[role].decode for role in ROLES} if preset.prompt_input == "text" else {})
     return pair, LiveRun(preset, request, decoders, schedule, manager.hardware.device, pair.engine_info()), None
 
@@ -76,24 +93,50 @@ def _failed(message: str, idle: dict, history: list) -> dict:
     return {"error": views.error_html(message), "result": {"error": message}, **idle, "history": history}
 
 
-def _stream(place: RunPlace, pair, live: LiveRun, session: str):
-    """Run on the engines (holding them), yielding redraws; returns the _Outcome."""
-    cancel = place.registry.new(session)
+def _stream(place: RunPlace, inputs: tuple, session: str):
+    """Run on the engines (holding them), yielding redraws; returns the _Outcome. The pair is read under the
+    lock (a reload before it was taken replaced it), and every wait has a deadline."""
+    settings = place.settings
     outcome = _Outcome()
-    with place.manager.run_lock:
-        stream = live.stream(pair, cancel)  # each event is in live.comparison once yielded
-        finished = False
-        try:
-            finished = yield from _redraws(place, live, stream, cancel, outcome)
-        except PromptError as exc:
-            outcome.failure = str(exc)
-        except Exception as exc:  # the page stays up; the message says what broke
-            outcome.failure = f"The run failed: {type(exc).__name__}: {exc}"
-        finally:
-            if not finished:  # closed early (browser gone, error): abort both requests, release the engines
-                _abort(stream, cancel)
-            place.registry.done(session, cancel)
+    if not place.manager.run_lock.acquire(timeout=settings.max_run_seconds + ANSWER_GRACE_S):
+        outcome.failure = "The engines stayed busy too long (another run or a bench); try again."
+        return outcome
+    cancel = place.registry.new(session)
+    stream, abandoned = None, False
+    try:
+        pair, outcome.live, refusal = _prepare(place.manager, *inputs, session)
+        if refusal is not None:
+            outcome.failure = refusal
+            return outcome
+        pair.answer_timeout_s = settings.max_run_seconds + ANSWER_GRACE_S  # a hung engine ends the run
+        stream = outcome.live.stream(pair, cancel)  # each event is in live.comparison once yielded
+        if (yield from _redraws(place, outcome.live, stream, cancel, outcome)):
+            stream = None  # finished: nothing left to abort
+    except GeneratorExit:  # the visitor left: Gradio closes this generator, maybe on its event loop
+        abandoned = True
+        raise
+    except PromptError as exc:
+        outcome.failure = str(exc)
+    except Exception as exc:  # the page stays up; the message says what broke
+        outcome.failure = f"The run failed: {type(exc).__name__}: {exc}"
+    finally:
+        # closed early (browser gone, error): abort both requests and release the engines; off this thread
+        # when abandoned, as waiting for the aborted requests to end must not stall the event loop
+        release = threading.Thread(target=_release, args=(place, session, cancel, stream), name="run-cleanup",
+                                   daemon=True)
+        release.start()
+        if not abandoned:
+            release.join()
     return outcome
+
+
+def _release(place: RunPlace, session: str, cancel, stream) -> None:
+    try:
+        if stream is not None:
+            _abort(stream, cancel)
+    finally:
+        place.registry.done(session, cancel)
+        place.manager.run_lock.release()
 
 
 def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):
@@ -138,9 +181,11 @@ def streaming_result(live: LiveRun) -> dict:
 def _finished(place: RunPlace, live: LiveRun, timed_out: bool, history: list, session: str, idle: dict) -> dict:
     # after every run, not only a failed one: an engine that died after its part of the run (or between
     # runs) is reloaded now, so the next visitor gets "not ready" rather than a failed run
-    reloading = place.manager.reload_if_dead()
+    error = live.comparison.finished.error or ""
+    reloading = place.manager.reload_if_dead(hung="stopped answering" in error)
     number = (history[-1]["run"] + 1) if history else 1
     history = (history + [live.history_row(number)])[-place.settings.history_rows:]
+    clean_old(place.history_dir, place.settings.files_max_age_s)  # sessions gone quiet for an hour
     path = os.path.join(place.history_dir, f"history-{session_stem(session)}.csv")  # one a session, overwritten
     history_table(history).to_csv(path, index=False)
     message = _end_message(live, timed_out, reloading, place.settings.max_run_seconds)

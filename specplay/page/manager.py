@@ -30,6 +30,7 @@ class ManagerStatus:
     message: str
     progress: float
     elapsed_s: float | None  # seconds spent loading so far (loading) or in total (ready)
+    recovering: bool = False  # loading again after an engine died or hung (retried with backoff)
 
     @property
     def key(self) -> tuple:
@@ -42,9 +43,36 @@ class PresetNotAllowed(ValueError):
     pass
 
 
+RETRY_DELAYS_S = (10.0, 30.0, 90.0)  # between the attempts of a reload after an engine died
+WATCH_INTERVAL_S = 2.0  # how often the watcher looks at an idle pair's engine processes
+
+
+def engines_alive(pair) -> bool:
+    """Whether both engines answer to vLLM (not errored) and their engine-core processes still run."""
+    if not all(e.is_alive() for e in pair.engines.values()):
+        return False
+    try:
+        import psutil
+
+        pids = [pid for pids in pair.process_ids().values() for pid in pids]
+        return all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
+    except (ImportError, AttributeError):
+        return True  # nothing more to look at
+    except Exception:  # psutil.NoSuchProcess: a process is gone
+        return False
+
+
+def error_message(exc: Exception) -> str:
+    """A load failure as the page may show it: vLLM's first line, without its pointer to a log or paths."""
+    from specplay.page.settings import MESSAGE_MAX_CHARS, scrub  # no Gradio there
+
+    return scrub(f"{type(exc).__name__}: {exc}", limit=MESSAGE_MAX_CHARS)
+
+
 class PairManager:
     def __init__(self, presets: dict[str, Preset], initial: str, hardware: Hardware | None = None,
-                 pair_factory: Callable | None = None, log=print):
+                 pair_factory: Callable | None = None, log=print, retry_delays: tuple = RETRY_DELAYS_S,
+                 on_give_up: Callable | None = None):
         if initial not in presets:
             raise PresetNotAllowed(f"initial preset {initial!r} is not among the offered presets")
         self.presets = presets
@@ -61,13 +89,20 @@ class PairManager:
         self._started_at: float | None = None
         self._load_seconds: float | None = None
         self._generation = 0  # bumps on each load, so a stale loader thread can't overwrite a newer one
+        # recovery: a reload after an engine died is retried after each delay, then `on_give_up` (the server
+        # exits non-zero, for its supervisor to restart it)
+        self._retry_delays, self._on_give_up = tuple(retry_delays), on_give_up
+        self._recovering, self._attempt = False, 0
+        self._watcher: threading.Thread | None = None
+        self._stop_watching = threading.Event()
 
     # -- reading ------------------------------------------------------------------------------------------
     def status(self) -> ManagerStatus:
         with self._lock:
             elapsed = (time.monotonic() - self._started_at if self._state == "loading" and self._started_at
                        else self._load_seconds)
-            return ManagerStatus(self._state, self._preset, self._message, self._progress, elapsed)
+            return ManagerStatus(self._state, self._preset, self._message, self._progress, elapsed,
+                                 self._recovering and self._state != "ready")
 
     @property
     def preset(self) -> Preset:
@@ -142,9 +177,12 @@ class PairManager:
                 if leftover is not None:
                     leftover.shutdown()
             with self._lock:
-                if generation == self._generation:
-                    self._state, self._message = "error", f"{type(exc).__name__}: {exc}"
+                current = generation == self._generation
+                if current:
+                    self._state, self._message = "error", error_message(exc)
             self._log(f"preset {name} failed to load: {exc}")
+            if current and self._recovering:
+                self._retry(name, generation)
             return
         with self._lock:
             if generation != self._generation:  # superseded while loading (shutdown): don't leak it
@@ -154,21 +192,71 @@ class PairManager:
                 self._pair, self._sampler = pair, sampler
                 self._state, self._message, self._progress = "ready", "ready", 1.0
                 self._load_seconds = time.monotonic() - self._started_at
+                self._recovering, self._attempt = False, 0
         if stale:
             sampler.stop()
             pair.shutdown()
 
-    def reload_if_dead(self) -> bool:
-        """After a failed run: if an engine died, load the same preset again (other users get it back)."""
+    def reload_if_dead(self, hung: bool = False) -> bool:
+        """If an engine died (or, `hung`, stopped answering), load the same preset again, both engines, retried
+        with backoff (other users get them back); returns whether a reload started."""
         with self._lock:
-            dead = self._state == "ready" and self._pair is not None and not all(
-                e.is_alive() for e in self._pair.engines.values())
+            ready = self._state == "ready" and self._pair is not None
+            dead = ready and (hung or not engines_alive(self._pair))
+            if dead:
+                self._recovering, self._attempt = True, 0
         if dead:  # both engines, even if only one died: a shared target would otherwise keep a dead baseline
-            self._log("an engine died; reloading both engines")
-            self.load(self._preset, wait_for_run=5, full=True)
+            self._log("an engine stopped answering; reloading both engines" if hung
+                      else "an engine died; reloading both engines")
+            try:
+                self.load(self._preset, wait_for_run=5, full=True)
+            except RuntimeError as exc:  # already reloading (the watcher was first), or a run holds the engines
+                self._log(f"reload not started here: {exc}")
+                return self.status().recovering
         return dead
 
+    def _retry(self, name: str, generation: int) -> None:
+        """A reload failed: try again after the next delay, or give up (the process should exit)."""
+        if self._attempt >= len(self._retry_delays):
+            self._log(f"preset {name}: reload failed {self._attempt + 1} times; giving up")
+            with self._lock:
+                self._recovering = False  # /health: "error", for good
+            if self._on_give_up is not None:
+                self._on_give_up()
+            return
+        delay = self._retry_delays[self._attempt]
+        self._attempt += 1
+        with self._lock:
+            self._state, self._message = "loading", f"reload failed; retrying in {delay:g} s"
+        self._log(f"preset {name}: reload failed; retry {self._attempt} in {delay:g} s")
+
+        def again():
+            if self._stop_watching.wait(delay) or generation != self._generation:
+                return
+            with self._lock:
+                self._state = "error"  # load() refuses while "loading"
+            try:
+                self.load(name, wait_for_run=60, full=True)
+            except RuntimeError as exc:
+                self._log(f"retry not started: {exc}")
+        threading.Thread(target=again, name=f"retry-{name}", daemon=True).start()
+
+    def watch(self, interval_s: float = WATCH_INTERVAL_S) -> "PairManager":
+        """Start a thread that notices a dead engine while idle (its process gone) and reloads both."""
+        def loop():
+            while not self._stop_watching.wait(interval_s):
+                if not self.run_lock.locked():  # a run in progress notices (and reports) it itself
+                    try:
+                        self.reload_if_dead()
+                    except Exception as exc:  # the watcher must outlive whatever a check raises
+                        self._log(f"watcher: {type(exc).__name__}: {exc}")
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=loop, name="engine-watcher", daemon=True)
+            self._watcher.start()
+        return self
+
     def shutdown(self) -> None:
+        self._stop_watching.set()
         with self._lock:
             self._generation += 1
             pair, sampler = self._pair, self._sampler

@@ -26,12 +26,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, help="port (default: 7860)")
     parser.add_argument("--share", action="store_true", default=None, help="also open a public gradio.live link")
     parser.add_argument("--auth", metavar="USER:PASS",
-                        help="require this login (or set PLAYGROUND_AUTH=USER:PASS)")
+                        help="require this login; prefer PLAYGROUND_AUTH=USER:PASS or --auth-file, since a "
+                             "command line shows in `ps`")
+    parser.add_argument("--auth-file", metavar="FILE",
+                        help="read the login USER:PASS from the first line of FILE (preferred to --auth)")
     parser.add_argument("--allow-switching", dest="allow_switching", action="store_true", default=None,
                         help="let visitors switch presets (default: yes on 127.0.0.1, no when served to others)")
     parser.add_argument("--no-switching", dest="allow_switching", action="store_false",
                         help="visitors can't switch presets: the page keeps the one the operator loaded")
-    parser.add_argument("--max-run-seconds", type=float, help="stop a run after this long (default: 300)")
+    parser.add_argument("--allow-bench", dest="allow_bench", action="store_true", default=None,
+                        help="offer the Bench tab (default: yes on 127.0.0.1, no when served to others)")
+    parser.add_argument("--no-bench", dest="allow_bench", action="store_false",
+                        help="no Bench tab: visitors can't hold the engines for a sweep")
+    parser.add_argument("--max-run-seconds", type=float, help="stop a run (and a bench) after this long (default: 300)")
     parser.add_argument("--queue-size", type=int, help="runs and switches that may wait (default: 32)")
     remote = parser.add_argument_group("remote mode: two running `vllm serve` servers instead of in-process "
                                        "engines (docs/remote.md); --preset names what they run")
@@ -48,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
-            "allow_switching": None, "max_run_seconds": 300.0, "queue_size": 32,
+            "allow_switching": None, "allow_bench": None, "auth_file": None, "max_run_seconds": 300.0, "queue_size": 32,
             "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
             "server_pids": None}
 REMOTE_KEYS = ("baseline_url", "speculative_url")
@@ -68,6 +75,13 @@ def resolve_options(args: argparse.Namespace) -> dict:
     if os.environ.get("PLAYGROUND_AUTH"):
         options["auth"] = os.environ["PLAYGROUND_AUTH"]
     options.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
+    # the file read in its place: --auth on the command line still wins, and a config file's yields to the env
+    if options["auth_file"] and not args.auth and (args.auth_file or not os.environ.get("PLAYGROUND_AUTH")):
+        try:
+            with open(options["auth_file"]) as f:
+                options["auth"] = f.readline().strip()
+        except OSError as exc:
+            raise SystemExit(f"--auth-file: can't read {options['auth_file']}: {exc.strerror}") from None
     if isinstance(options["presets"], str):
         options["presets"] = [n.strip() for n in options["presets"].split(",") if n.strip()]
     if options["auth"] is not None:
@@ -148,8 +162,9 @@ def settings_from_options(options: dict) -> PageSettings:
     public = bool(options["share"]) or options["host"] not in ("127.0.0.1", "localhost", "::1")
     allow = options["allow_switching"] if options["allow_switching"] is not None else not public
     allow = allow and not remote_mode(options)  # another preset would need other servers
+    bench = options["allow_bench"] if options["allow_bench"] is not None else not public
     if options["share"] and not options["auth"]:
         print("app.py: warning: --share without --auth puts the page and its engines on a public link that "
               "anyone can use; set --auth USER:PASS (or PLAYGROUND_AUTH)", file=sys.stderr)
-    return PageSettings(allow_switching=bool(allow), max_run_seconds=float(options["max_run_seconds"]),
+    return PageSettings(allow_switching=bool(allow), allow_bench=bool(bench), max_run_seconds=float(options["max_run_seconds"]),
                         queue_size=int(options["queue_size"]))

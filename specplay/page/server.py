@@ -5,12 +5,15 @@ vLLM's engine processes, which re-import the main module, don't load them twice.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
 
 from specplay.page import options as page_options
 from specplay.page.process import adopt_orphans, end_children, exit_now
+
+GAVE_UP_EXIT = 3  # the exit status after every reload of a dead engine failed
 
 
 def serve(argv=None) -> None:
@@ -27,13 +30,20 @@ def serve(argv=None) -> None:
     from specplay.page.manager import PairManager
 
     factory = page_options.remote_factory(options) if page_options.remote_mode(options) else None
-    manager = PairManager(presets, initial, hardware, pair_factory=factory)
+    exit_code = [0]
+
+    def give_up() -> None:  # the reloads after an engine died all failed: exit, for a supervisor to restart
+        exit_code[0] = GAVE_UP_EXIT
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    manager = PairManager(presets, initial, hardware, pair_factory=factory, on_give_up=give_up)
     adopt_orphans()
     # SIGTERM (service managers, test fixtures) takes the same way out as Ctrl-C: engines shut down. Installed
     # before loading starts, so a stop during loading shuts the loading engines down too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(exit_code[0]))
     try:
         manager.load(initial)  # background thread: the page serves while the engines load
+        manager.watch()  # an engine dying while idle is noticed (and reloaded) within seconds
         demo = ui.build_page(manager, settings)
         # GET /health (page/health.py) is part of the app from its first request on
         ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],

@@ -14,12 +14,25 @@ class PageSettings:
     max_run_seconds: float = 300.0  # a run is stopped after this long
     queue_size: int = 32  # queued runs and switches; Stop and the status poll bypass the queue
     history_rows: int = 100  # per session; the oldest rows go first
+    allow_bench: bool = True  # the Bench tab: off on a public page unless the operator turns it on
+    files_max_age_s: float = 3600.0  # history CSVs and bench results older than this are deleted
 
 
-# Absolute paths (two or more components) in an error message say where things live on the server.
-_PATH = re.compile(r"(?:[A-Za-z]:)?(?:/[\w.\-+@~]+){2,}/?")
+# Absolute paths (two or more components) in an error message say where things live on the server; a
+# relative one (`specplay/presets/...`, `<cache>/models/NAME`) says nothing about the server and stays.
+_PATH = re.compile(r"(?<![\w.>\-+@~])(?:[A-Za-z]:)?(?:/[\w.\-+@~]+){2,}/?")
 
 
-def scrub(message: str) -> str:
-    """A message safe to show a visitor: no server paths."""
-    return _PATH.sub("…", message)
+MESSAGE_MAX_CHARS = 400  # a load failure in the status line: vLLM's can run to pages
+# vLLM's pointers to a log or a trace visitors can't see, and the trace itself
+_POINTER = re.compile(r"\s*See (?:the )?stack trace[^.]*\.?", re.I)
+
+
+def scrub(message: str, limit: int | None = None) -> str:
+    """A message safe to show a visitor: no server paths, no stack trace or pointer to one, one paragraph;
+    at most `limit` characters."""
+    message = str(message).split("Traceback (most recent call last)")[0]
+    message = _POINTER.sub("", message)
+    message = " ".join(line.strip() for line in message.splitlines() if line.strip())
+    message = _PATH.sub("…", message)
+    return message if limit is None or len(message) <= limit else message[:limit - 1] + "…"

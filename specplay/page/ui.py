@@ -5,44 +5,68 @@ preset switch, the `status` API route, and serving. What the page shows is compu
 
 from __future__ import annotations
 
+import re
 import sys
-import tempfile
 
 import gradio as gr
 
-from specplay.core.paths import PAGE_DIR
+from specplay.core.paths import BUNDLED_MODELS_DIR, MODELS_DIR, PAGE_DIR, PROJECT_ROOT
 from specplay.page import views
 from specplay.page.bench_tab import bench_tab
 from specplay.page.cancel import CancelRegistry
 from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
+from specplay.page.files import page_folder
+from specplay.page.guard import GuardMiddleware, limit_pending
 from specplay.page.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
 from specplay.page.settings import PageSettings, scrub
 from specplay.presets.catalog import Preset, availability, dtype_for, where_it_pays
 
 HEADER_OUTPUTS = ("status", "preset", "preset_info")
+REPLAY_LIMIT = 4  # replays at once (each holds a worker thread while it plays): the rest wait their turn
+# The hub models the offline conversions come from: the serve panel names them, not the server's cache path
+HUB_IDS = {"smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
 def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr.Blocks:
     settings = settings or PageSettings()
-    PAGE_DIR.mkdir(parents=True, exist_ok=True)
-    history_dir = tempfile.mkdtemp(prefix="history-", dir=PAGE_DIR)  # inside the project's cache
+    # one folder each, reused by every start, inside the project's cache; files older than an hour go
+    history_dir, bench_dir = str(page_folder("history", PAGE_DIR)), page_folder("bench", PAGE_DIR)
     # delete_cache: every history CSV served is copied into Gradio's cache; files older than an hour go
     with gr.Blocks(title="Speculative decoding playground", delete_cache=(600, 3600)) as demo:
         header = _header(manager, list(manager.presets) if settings.allow_switching else [manager.preset.name])
         with gr.Tabs():
             with gr.Tab("Compare", id="compare"):
                 compare = compare_tab(manager)
-            with gr.Tab("Bench", id="bench"):
-                bench_tab(manager)
+            if settings.allow_bench:  # off on a public page unless the operator allows it
+                with gr.Tab("Bench", id="bench"):
+                    bench_tab(manager, settings, bench_dir)
         wire_compare(compare, RunPlace(manager, CancelRegistry(), history_dir, settings))
         _wire_status(demo, header, compare, manager)
         _wire_switch(header, compare, manager, settings)
+    _limit_replays(demo)
     # Gradio copies a file a handler returns only from the working directory, the temp directory or an
     # allowed path: the cache may be elsewhere (PLAYGROUND_CACHE=/data, or a .cache that is a symlink)
-    demo.playground_file_dirs = [history_dir]
+    demo.playground_file_dirs = [history_dir, str(bench_dir)]
     return demo
+
+
+def _limit_replays(demo: gr.Blocks) -> None:
+    """Replays sleep between frames in a worker thread: at most REPLAY_LIMIT at once, in their own group, so
+    a crowd replaying can't take every thread from Stop, the status poll and /health."""
+    for fn in demo.fns.values():
+        if getattr(fn.fn, "__name__", "") == "replay":
+            fn.concurrency_limit, fn.concurrency_id = REPLAY_LIMIT, "replay"
+
+
+def public_serve_line(line: str) -> str:
+    """A `vllm serve` line as visitors see it: an offline model by the hub id it comes from (else
+    `<cache>/models/NAME`), a bundled one relative to the project, and no other server path."""
+    line = re.sub(re.escape(str(MODELS_DIR)) + r"/([\w.+\-]+)",
+                  lambda m: HUB_IDS.get(m.group(1), f"<cache>/models/{m.group(1)}"), line)
+    line = line.replace(str(BUNDLED_MODELS_DIR), str(BUNDLED_MODELS_DIR.relative_to(PROJECT_ROOT)))
+    return scrub(line.replace(str(PROJECT_ROOT) + "/", ""))
 
 
 def _header(manager: PairManager, names: list[str]) -> Section:
@@ -77,12 +101,15 @@ def _wire_status(demo: gr.Blocks, header: Section, compare: Section, manager: Pa
         if status.key == last_key:
             return {poll_key: last_key}  # nothing changed: redraw nothing
         preset = manager.presets[status.preset]
+        tab_values = status_update(manager, status, preset)
+        for name in ("serve_b", "serve_s"):
+            tab_values[name] = public_serve_line(tab_values[name])
         return {**header.out({
             "status": views.status_html(status.state, status.preset, status.message, status.progress,
                                         status.elapsed_s, manager.hardware.describe()),
             "preset": gr.update(value=status.preset),
             "preset_info": _preset_info(preset, manager),
-        }), **compare.out(status_update(manager, status, preset)), poll_key: status.key}
+        }), **compare.out(tab_values), poll_key: status.key}
 
     outputs = header.list(HEADER_OUTPUTS) + compare.list(STATUS_OUTPUTS) + [poll_key]
     for trigger in (gr.Timer(1.0).tick, demo.load):  # not queued: a full queue must not stop the status
@@ -123,12 +150,19 @@ def switch_refusal(manager: PairManager, settings: PageSettings, name) -> str | 
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None,
            block: bool = True, queue_size: int = 32, app_kwargs: dict | None = None):
     """Serve the page with a queue: runs wait their turn instead of fighting over the engines."""
+    from starlette.middleware import Middleware
+
     # The engines' outputs are read by an asyncio loop in this process; threads rendering the page must hand
     # the GIL back quickly (default: every 5 ms), or vLLM merges two steps' chunks before the loop reads them.
     sys.setswitchinterval(0.001)
     # api_open=False: a direct POST to a queued route is refused, so every run waits its turn in the queue
     demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
+    limit_pending(demo._queue)  # one pending run per session and per client address
+    app_kwargs = dict(app_kwargs or {})
+    # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware)]
+    # show_error=False: an exception outside a handler's own try shows as a plain "Error", never its text
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
-                       prevent_thread_lock=not block, show_error=True, footer_links=["api"],
+                       prevent_thread_lock=not block, show_error=False, footer_links=["api"],
                        theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs,
                        allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)

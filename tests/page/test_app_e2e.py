@@ -121,6 +121,20 @@ def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
     assert not after.get("cancelled")
 
 
+def test_a_second_run_of_one_visitor_is_refused_at_once(app):
+    """One pending run per session: a second submission while the first streams is refused, not queued."""
+    client = app.client()
+    job = client.submit(STORY, 300, 0.0, "sequential", api_name="/run")
+    _wait_streaming(job, "baseline")
+    started = time.monotonic()
+    with pytest.raises(Exception):  # 400 "You already have a run waiting or running on this page..."
+        client.predict(REWRITE, 8, 0.0, "sequential", api_name="/run")
+    assert time.monotonic() - started < 10  # at once, not after the first run
+    client.predict(api_name="/stop")
+    job.result(timeout=120)
+    assert run(client, REWRITE, max_tokens=8)["result"]["identical"] is True  # the next one is served
+
+
 def test_two_users_at_once_are_served_one_after_the_other(app):
     results = {}
 
