@@ -86,7 +86,7 @@ class FakeBench:
                 raise RuntimeError(self.restore_error)
 
     def result(self):
-        return {"rows": list(self.rows), "advice": []}
+        return {"rows": list(self.rows), "advice": [], "synthetic": False}
 
 
 @pytest.fixture
@@ -105,8 +105,10 @@ def fake_bench(monkeypatch, tmp_path):
     monkeypatch.setattr(bench_tab, "bench_advice", lambda result: [])
     for name, fake in (("settings_from_picks", lambda preset, *picks: SimpleNamespace()), ("empty_frame", dict),
                        ("progress_html", lambda step: ""), ("table_frame", lambda rows: len(rows)),
-                       ("chart_frame", lambda rows, p: {}), ("advice_html", lambda advice: "")):
+                       ("chart_frame", lambda rows, p: {}), ("advice_html", lambda advice: ""),
+                       ("exports", lambda written, rows: {"bench_file": written["csv"]})):
         monkeypatch.setattr(bench_tab.bv, name, fake)
+    monkeypatch.setattr(bench_tab, "bench_figures", lambda rows, k, synthetic: {})  # rows here are stand-ins
 
     def write(out_dir, result, figures, png=False):
         out_dir.mkdir(parents=True, exist_ok=True)
