@@ -22,8 +22,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--config", metavar="FILE",
                         help="YAML file with any of these options as keys (presets, preset, host, port, share, "
                              "auth); command-line flags win")
-    parser.add_argument("--host", help="address to listen on (default: 127.0.0.1; 0.0.0.0 for all)")
-    parser.add_argument("--port", type=int, help="port (default: 7860)")
+    parser.add_argument("--host", help="address to listen on (default: GRADIO_SERVER_NAME, else 127.0.0.1; "
+                                       "0.0.0.0 for all)")
+    parser.add_argument("--port", type=int, help="port (default: GRADIO_SERVER_PORT, else 7860)")
     parser.add_argument("--share", action="store_true", default=None, help="also open a public gradio.live link")
     parser.add_argument("--auth", metavar="USER:PASS",
                         help="require this login; prefer PLAYGROUND_AUTH=USER:PASS or --auth-file, since a "
@@ -61,8 +62,21 @@ DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, 
 REMOTE_KEYS = ("baseline_url", "speculative_url")
 
 
+def gradio_env() -> dict:
+    """Gradio's own GRADIO_SERVER_NAME / GRADIO_SERVER_PORT, as a Space or a container sets them."""
+    found = {}
+    if os.environ.get("GRADIO_SERVER_NAME"):
+        found["host"] = os.environ["GRADIO_SERVER_NAME"]
+    if os.environ.get("GRADIO_SERVER_PORT"):
+        try:
+            found["port"] = int(os.environ["GRADIO_SERVER_PORT"])
+        except ValueError:
+            raise SystemExit(f"GRADIO_SERVER_PORT must be a port number, got {os.environ['GRADIO_SERVER_PORT']!r}")
+    return found
+
+
 def resolve_options(args: argparse.Namespace) -> dict:
-    """Defaults < config file < environment (auth) < command line."""
+    """Defaults < config file < environment (auth, GRADIO_SERVER_NAME/PORT) < command line."""
     options = dict(DEFAULTS)
     if args.config:
         import yaml
@@ -74,6 +88,7 @@ def resolve_options(args: argparse.Namespace) -> dict:
         options.update(config)
     if os.environ.get("PLAYGROUND_AUTH"):
         options["auth"] = os.environ["PLAYGROUND_AUTH"]
+    options.update(gradio_env())
     options.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
     # the file read in its place: --auth on the command line still wins, and a config file's yields to the env
     if options["auth_file"] and not args.auth and (args.auth_file or not os.environ.get("PLAYGROUND_AUTH")):
@@ -124,12 +139,12 @@ def remote_factory(options: dict):
 def offered_presets(options: dict):
     """(presets the page offers, initial preset name); an unknown or unrunnable name stops the app."""
     from specplay.core.hardware import detect
-    from specplay.presets.catalog import DEFAULT_PRESET, PresetError, availability, get_preset, load_presets
+    from specplay.presets.catalog import PresetError, availability, default_preset_name, get_preset, load_presets
 
     hardware = detect()
     every = load_presets()
     if remote_mode(options):  # the servers run what they run: one preset, wherever they are
-        name = options["preset"] or DEFAULT_PRESET
+        name = options["preset"] or default_preset_name(hardware, every)
         try:
             return {name: get_preset(name, every)}, name, hardware
         except PresetError as exc:
@@ -141,7 +156,8 @@ def offered_presets(options: dict):
             # by default only what runs without downloading: offered presets should load
             chosen = {n: p for n, p in every.items()
                       if (a := availability(p, hardware)).runnable and not a.needs_hub}
-        initial = options["preset"] or (DEFAULT_PRESET if DEFAULT_PRESET in chosen else next(iter(chosen), None))
+        default = default_preset_name(hardware, every)
+        initial = options["preset"] or (default if default in chosen else next(iter(chosen), None))
         if initial is None:
             raise PresetError("no preset can run on this machine")
         if initial not in chosen:

@@ -224,3 +224,16 @@ def test_health_follows_a_real_pair_manager_from_loading_to_ready():
         assert health_response(manager.status()) == (200, {"status": "ok", "preset": preset.name})
     finally:
         manager.shutdown()
+
+
+def test_the_readme_is_a_space_and_a_short_front_door():
+    """A Docker Space reads its settings from README.md's front matter; the README stays a front door."""
+    import yaml
+
+    text = (PROJECT_ROOT / "README.md").read_text()
+    assert text.startswith("---\n")
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert front["sdk"] == "docker" and front["app_port"] == 7860
+    assert front["suggested_hardware"] == "cpu-basic" and front["short_description"]
+    assert "HuggingFaceTB/SmolLM2-135M-Instruct" in front["models"] and front["startup_duration_timeout"]
+    assert len(text.splitlines()) <= 150

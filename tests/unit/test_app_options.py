@@ -116,3 +116,16 @@ def test_a_refused_option_ends_the_entry_point_with_its_message_and_status_1(ent
     out = subprocess.run([sys.executable, *entry, "--auth", "nopassword"], cwd=ROOT, capture_output=True,
                          text=True, timeout=30)
     assert out.returncode == 1 and "USER:PASS" in out.stderr
+
+
+def test_gradios_server_name_and_port_are_honoured_and_flags_win(monkeypatch):
+    from specplay.page.options import parse_args, resolve_options
+
+    monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")
+    options = resolve_options(parse_args([]))
+    assert (options["host"], options["port"]) == ("0.0.0.0", 7999)
+    assert resolve_options(parse_args(["--port", "7001"]))["port"] == 7001
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "web")
+    with pytest.raises(SystemExit, match="GRADIO_SERVER_PORT must be a port number"):
+        resolve_options(parse_args([]))
