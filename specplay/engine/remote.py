@@ -242,6 +242,8 @@ class RemoteEngine:
                 "ignore_eos": request.ignore_eos, "stream_options": {"include_usage": True}}
         if request.temperature > 0:
             body["seed"] = request.seed
+        if request.cache_salt:  # as in-process: one visitor's cached prefix doesn't time another's
+            body["cache_salt"] = request.cache_salt
         held: Chunk | None = None
         finished = False
         async for event in self._events(request_id, body):

@@ -25,6 +25,8 @@ def fake_server(behaviour: str, spec: bool, tokens=(1, 2, 3)):
     completions = []  # the first (the pair's warm-up) always succeeds
 
     class Handler(BaseHTTPRequestHandler):
+        bodies: list = []
+
         def log_message(self, *args):
             pass
 
@@ -49,6 +51,7 @@ def fake_server(behaviour: str, spec: bool, tokens=(1, 2, 3)):
                 self._send(json.dumps({"tokens": list(tokens) if "prompt" in body else [5, 6, 7]}))
                 return
             completions.append(body)
+            Handler.bodies.append(body)
             now = behaviour if len(completions) > 1 else "ok"
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -67,6 +70,7 @@ def fake_server(behaviour: str, spec: bool, tokens=(1, 2, 3)):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    server.bodies = Handler.bodies  # what the client sent, for the tests to read
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
@@ -78,6 +82,7 @@ def servers(request):
         b, b_url = fake_server("ok", spec=False)
         s, s_url = fake_server(spec_behaviour, spec=True, tokens=spec_tokens)
         made.extend([b, s])
+        make.speculative = s
         return b_url, s_url
 
     yield make
@@ -122,6 +127,9 @@ def test_a_healthy_pair_of_fakes_runs_identically(servers):
     pair = open_remote_pair(*servers(), start_timeout_s=5)
     pair.start()
     try:
+        salted = pair.run(GenerationRequest(prompt="hi", max_tokens=3, cache_salt="s1"), schedule="sequential")
+        assert comparison_of(salted).identical
+        assert servers.speculative.bodies[-1]["cache_salt"] == "s1" and "prompt" in servers.speculative.bodies[-1]
         c = _run(pair, "sequential")
         assert c.identical and c.speculative.token_ids == [10, 11, 12] and not c.finished.error
         assert pair.engine_info()[SPECULATIVE]["backend"] == "remote"
