@@ -369,7 +369,7 @@ class EnginePair:
                     traces[i].set_verified_steps(exact[i].num_drafts, exact[i].num_accepted_tokens)
 
         started = time.monotonic()
-        await asyncio.gather(*(one(i) for i in range(len(requests))))
+        await _until_done_or_cancelled(asyncio.gather(*(one(i) for i in range(len(requests)))), cancel)
         last = max((t.step_times[-1] for t in traces if t.step_times), default=started)
         counters, source = batch_counters(exact, engine.counters().minus(before))
         return BatchResult(role, traces, counters, last - started, concurrency,
@@ -382,6 +382,25 @@ class EnginePair:
     def process_ids(self) -> dict[str, list[int]]:
         """Engine-core process ids per engine, for telemetry (VRAM via NVML, RSS via psutil)."""
         return {role: list(engine.pids) for role, engine in self.engines.items()}
+
+
+# After a cancel, how long a batch's requests get to end by their aborts before the batch stops waiting on them:
+# an engine that stopped answering (a hung core) sends no more chunks, so a chunk-by-chunk check never comes.
+BATCH_ABORT_GRACE_S = 10.0
+
+
+async def _until_done_or_cancelled(work, cancel: threading.Event | None) -> None:
+    """Await `work`; once `cancel` is set, give it BATCH_ABORT_GRACE_S more, then cancel it."""
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        await asyncio.wait([task], timeout=0.25)
+        if cancel is not None and cancel.is_set() and not task.done():
+            await asyncio.wait([task], timeout=BATCH_ABORT_GRACE_S)
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            return
+    task.result()
 
 
 def batch_counters(per_request: list, delta: SpecDecodeCounters) -> tuple[SpecDecodeCounters, str]:

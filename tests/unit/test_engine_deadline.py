@@ -83,3 +83,25 @@ def test_the_vllm_engine_passes_the_salt_with_the_prompt():
     asyncio.run(drain(GenerationRequest(prompt_token_ids=(5, 6), cache_salt="abc")))
     asyncio.run(drain(GenerationRequest(prompt_token_ids=(5, 6))))
     assert prompts == [{"prompt_token_ids": [5, 6], "cache_salt": "abc"}, {"prompt_token_ids": [5, 6]}]
+
+
+def test_a_batch_on_a_hung_engine_ends_after_its_cancel_and_grace(monkeypatch):
+    """The bench's batch: a cancel (the page's time limit) ends it even when no chunk ever comes."""
+    import threading
+
+    from specplay.core.events import EngineSettings, GenerationRequest
+    from specplay.engine import pair as pair_module
+
+    monkeypatch.setattr(pair_module, "make_engine", _HungEngine)
+    monkeypatch.setattr(pair_module, "BATCH_ABORT_GRACE_S", 0.5)
+    pair = pair_module.EnginePair(EngineSettings(BASELINE, {}), EngineSettings(SPECULATIVE, {}), warmup=False)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    try:
+        started = time.monotonic()
+        batch = pair.run_batch(SPECULATIVE, [GenerationRequest(prompt_token_ids=(1, 2), max_tokens=4)] * 2, 2,
+                               cancel=cancel)
+        assert time.monotonic() - started < 5 and batch.cancelled
+        assert all(not trace.token_ids for trace in batch.traces)
+    finally:
+        pair.shutdown()
