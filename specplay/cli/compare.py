@@ -53,6 +53,17 @@ def step_floor_s(preset, hardware) -> float | None:
     return bandwidth_floor_s(weights, hardware)
 
 
+def runs(pair, preset) -> bool:
+    """Whether a started pair runs this preset: by name, or (an ad-hoc pair) by the same engine arguments."""
+    if getattr(pair.tag, "name", None) == preset.name:
+        return True
+    from specplay.core.events import SPECULATIVE
+    from specplay.presets.catalog import engine_settings
+
+    mine = dict(zip((BASELINE, SPECULATIVE), engine_settings(preset)))
+    return all(getattr(pair.engines[role].settings, "engine_args", None) == mine[role].engine_args for role in mine)
+
+
 def add_remote_arguments(parser) -> None:
     group = parser.add_argument_group("remote mode: two running `vllm serve` servers (docs/remote.md)")
     group.add_argument("--baseline-url", metavar="URL", help="the baseline server, e.g. http://127.0.0.1:8000")
@@ -94,6 +105,9 @@ class CompareCommand(CLISubcommand):
                             "(default), or both at once (on one GPU each slows the other)")
         c.add_argument("--json", action="store_true", help="print one JSON object")
         add_remote_arguments(c)
+        from specplay.presets.adhoc import add_arguments as add_adhoc_arguments
+
+        add_adhoc_arguments(c)
 
     def cmd(self, args, pair=None) -> int:
         """Start the preset's pair, compare one prompt, shut it down. With `pair` (started, this preset's;
@@ -106,14 +120,16 @@ class CompareCommand(CLISubcommand):
         from specplay.run.pairs import open_pair
         from specplay.run.result import RunResult
 
-        preset = get_preset(args.preset or default_preset_name())
+        from specplay.presets.adhoc import from_arguments
+
+        preset = from_arguments(args) or get_preset(args.preset or default_preset_name())
         where = availability(preset)
         if not where.runnable and not args.baseline_url:  # remote servers run it wherever they are
             raise UsageError(f"{preset.name} can't run here: {where.reason}")
         request = request_of(args, preset)
         log = stderr_log if args.json else print
         own = pair is None
-        if not own and getattr(pair.tag, "name", None) != preset.name:
+        if not own and not runs(pair, preset):
             raise SystemExit(f"compare: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
         pair = (remote_pair(args, preset) if args.baseline_url else open_pair(preset, log=log)) if own else pair
         try:

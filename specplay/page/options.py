@@ -52,13 +52,19 @@ def parse_args(argv=None) -> argparse.Namespace:
     remote.add_argument("--server-pids", metavar="PID,PID",
                         help="the servers' process ids when they run on this machine, for the memory chart "
                              "(`specplay launch` passes them)")
+    from specplay.presets.adhoc import add_arguments as add_adhoc_arguments
+
+    add_adhoc_arguments(parser, "; the page offers only it")
+    # None: the config file's value or DEFAULTS' stands unless the flag is given
+    parser.set_defaults(dtype=None, max_model_len=None, load_format=None, memory_split=None)
     return parser.parse_args(argv)
 
 
 DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
             "allow_switching": None, "allow_bench": None, "auth_file": None, "max_run_seconds": 300.0, "queue_size": 32,
             "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
-            "server_pids": None}
+            "server_pids": None, "model": None, "speculative_config": None, "dtype": "auto", "max_model_len": 4096,
+            "load_format": "auto", "memory_split": "0.4,0.45"}
 REMOTE_KEYS = ("baseline_url", "speculative_url")
 
 
@@ -143,6 +149,9 @@ def offered_presets(options: dict):
 
     hardware = detect()
     every = load_presets()
+    adhoc = _adhoc(options)
+    if adhoc is not None:  # the operator's own pair: the only one offered
+        return {adhoc.name: adhoc}, adhoc.name, hardware
     if remote_mode(options):  # the servers run what they run: one preset, wherever they are
         name = options["preset"] or default_preset_name(hardware, every)
         try:
@@ -171,6 +180,18 @@ def offered_presets(options: dict):
         if not why.runnable:
             print(f"app.py: not offering {name}: {why.reason}", file=sys.stderr)
     return {n: p for n, p in chosen.items() if status[n].runnable}, initial, hardware
+
+
+def _adhoc(options: dict):
+    from types import SimpleNamespace
+
+    from specplay.presets.adhoc import from_arguments
+    from specplay.presets.catalog import PresetError
+
+    try:
+        return from_arguments(SimpleNamespace(**options))
+    except PresetError as exc:
+        raise SystemExit(f"app.py: {exc}") from None
 
 
 def settings_from_options(options: dict) -> PageSettings:

@@ -4,6 +4,7 @@
                 load_format: dummy
   repo:PATH     a folder with a config.json in a source checkout, relative to the project root (for users'
                 own presets)
+  path:PATH     a folder on this machine (the operator's ad-hoc pair on the command line)
   anything else a Hugging Face hub id
 """
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from specplay.core.paths import BUNDLED_MODELS_DIR, PROJECT_ROOT
 from specplay.presets.offline_model import OFFLINE_MODELS
 
-OFFLINE, BUNDLED, REPO = "offline:", "bundled:", "repo:"
+OFFLINE, BUNDLED, REPO, LOCAL = "offline:", "bundled:", "repo:", "path:"
 
 
 def ref_problem(ref: str) -> str | None:
@@ -32,6 +33,9 @@ def ref_problem(ref: str) -> str | None:
         folder = (PROJECT_ROOT / ref[len(REPO):]).resolve()
         if not folder.is_relative_to(PROJECT_ROOT) or not (folder / "config.json").is_file():
             return "a folder with a config.json inside this source checkout"
+    elif ref.startswith(LOCAL):
+        if not (Path(ref[len(LOCAL):]) / "config.json").is_file():
+            return "a folder with a config.json on this machine"
     elif ref.count("/") != 1 or ref.startswith(("/", ".")) or " " in ref:
         return "a hub id 'org/name', 'offline:NAME', 'bundled:NAME' or 'repo:PATH'"
     return None
@@ -45,6 +49,8 @@ def local_folder(ref: str) -> Path | None:
         return BUNDLED_MODELS_DIR / ref[len(BUNDLED):]
     if ref.startswith(REPO):
         return (PROJECT_ROOT / ref[len(REPO):]).resolve()
+    if ref.startswith(LOCAL):
+        return Path(ref[len(LOCAL):]).resolve()
     return None
 
 

@@ -267,3 +267,24 @@ def test_cli_compare_refuses_a_pair_running_another_preset(ngram_pair):
 
     with pytest.raises(SystemExit, match="smollm2-ngram"):
         main(["compare", "--preset", "smollm2-self-draft", "--max-tokens", "4"], pair=ngram_pair)
+
+
+def test_cli_compare_on_an_ad_hoc_pair_from_the_command_line(ngram_pair, capsys):
+    """`compare --model M --speculative-config JSON`: validated like a preset, run like one (here on the
+    session's pair, whose engines are exactly these arguments)."""
+    import json
+
+    from specplay.cli.main import main
+    from specplay.presets.offline_model import OFFLINE_MODELS
+
+    spec = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2})
+    model = str(OFFLINE_MODELS["smollm2-135m-instruct"].path)
+    args = ["compare", "--model", model, "--speculative-config", spec, "--dtype", "float32", "--max-model-len", "2048",
+            "--max-tokens", "16", "--prompt", PROMPTS["rewrite-formal"], "--json"]
+    assert main(args, pair=ngram_pair) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["preset"] == "adhoc" and result["identical"] and len(result["baseline"]["token_ids"]) == 16
+    bad = args.copy()
+    bad[bad.index(spec)] = spec.replace("num_speculative_tokens", "num_speculative_token")
+    assert main(bad, pair=ngram_pair) == 2
+    assert "close matches: num_speculative_tokens" in capsys.readouterr().err

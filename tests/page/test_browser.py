@@ -126,6 +126,41 @@ def test_run_shows_both_panes_identity_charts_and_tables(page):
     screenshot(page, "page_identical.png")
 
 
+def test_examples_fill_the_prompt_and_memory_shows_kv_in_use_in_both_themes(page, app):
+    """The workload examples fill the prompt; after a run the memory chart has each engine's KV cache in
+    use (a second axis); the dark theme draws the page dark with readable text."""
+    gallery = page.find_element(By.CSS_SELECTOR, "#examples-text")
+    assert "qa:" in gallery.text and "summarize:" in gallery.text
+    gallery.find_elements(By.CSS_SELECTOR, "button")[0].click()
+    WebDriverWait(page, 10).until(lambda d: "Using only the context below" in
+                                  d.find_element(By.CSS_SELECTOR, "#prompt textarea").get_attribute("value"))
+    set_max_tokens(page, 24)
+    assert "Identical" in run_and_wait(page)
+    memory = page.find_element(By.CSS_SELECTOR, "#chart-memory")
+    WebDriverWait(page, 30).until(lambda d: "KV cache in use" in memory.text)
+    assert memory.find_elements(By.CSS_SELECTOR, ".yaxislayer-above .y2tick, .overaxes-above .y2tick, g.y2tick")
+    page.get(app.url + "?__theme=dark")
+    WebDriverWait(page, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run"))
+    assert "dark" in page.find_element(By.TAG_NAME, "body").get_attribute("class") or \
+        page.execute_script("return document.documentElement.classList.contains('dark') || "
+                            "document.body.classList.contains('dark')")
+    background = page.execute_script("const b = getComputedStyle(document.body).backgroundColor; return b.endsWith(', 0)') ? getComputedStyle(document.querySelector('.gradio-container')).backgroundColor : b")
+    text = page.execute_script("return getComputedStyle(document.querySelector('#explain')).color")
+    assert _luminance(background) < 0.3 < _luminance(text), (background, text)
+    screenshot(page, "page_dark.png")
+    page.get(app.url)
+    WebDriverWait(page, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run"))
+
+
+def _luminance(css_colour: str) -> float:
+    """0 (black) to 1 (white) for an `rgb(...)`/`rgba(...)` value; transparent counts as the page's white."""
+    parts = [float(x) for x in css_colour[css_colour.index("(") + 1:-1].split(",")]
+    if len(parts) == 4 and parts[3] == 0:
+        return 1.0
+    r, g, b = parts[:3]
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
 def test_markup_in_model_output_renders_as_text(page):
     set_prompt(page, XSS_PROMPT)
     run_and_wait(page)

@@ -21,7 +21,7 @@ from specplay.page import bench_view
 from specplay.bench.runner import (BenchError, BenchRun, BenchSettings, Setting, Variant, bench_row, load_prompts,
                               make_plan, predicted_speedup, synthetic_rates, variant_preset)
 from specplay.run.comparison import EngineTrace
-from specplay.engine.pair import BatchResult
+from specplay.engine.batch import BatchResult
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.hardware import Hardware
 from specplay.presets.catalog import engine_settings, get_preset

@@ -93,7 +93,9 @@ def test_a_batch_on_a_hung_engine_ends_after_its_cancel_and_grace(monkeypatch):
     from specplay.engine import pair as pair_module
 
     monkeypatch.setattr(pair_module, "make_engine", _HungEngine)
-    monkeypatch.setattr(pair_module, "BATCH_ABORT_GRACE_S", 0.5)
+    from specplay.engine import batch as batch_module
+
+    monkeypatch.setattr(batch_module, "BATCH_ABORT_GRACE_S", 0.5)
     pair = pair_module.EnginePair(EngineSettings(BASELINE, {}), EngineSettings(SPECULATIVE, {}), warmup=False)
     cancel = threading.Event()
     threading.Timer(0.5, cancel.set).start()

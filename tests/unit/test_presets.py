@@ -279,3 +279,24 @@ def test_the_default_preset_is_ngram_on_the_cpu_and_ngram_gpu_on_a_gpu():
     gpu = Hardware(1, "NVIDIA H200", (0, 1))
     expected = "smollm2-ngram-gpu" if presets["smollm2-ngram-gpu"].vllm_problem is None else "smollm2-ngram"
     assert default_preset_name(gpu, presets) == expected
+
+
+def test_an_ad_hoc_pair_is_validated_like_a_preset(tmp_path):
+    from specplay.presets.adhoc import adhoc_preset
+    from specplay.presets.catalog import PresetError, serve_commands
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    preset = adhoc_preset(str(folder), '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, '
+                                       '"prompt_lookup_min": 1}', dtype="float32", max_model_len=1024)
+    assert (preset.name, preset.method, preset.num_speculative_tokens) == ("adhoc", "ngram", 3)
+    assert preset.target.model == f"path:{folder}" and str(folder) in serve_commands(preset)["baseline"]
+    for spec, message in (("{method: ngram}", "--speculative-config: not valid JSON"),
+                          ("[1, 2]", "expected a JSON object"),
+                          ('{"method": "ngram", "num_speculative_tokens": 3}', "prompt_lookup_min")):
+        with pytest.raises(PresetError, match=message):
+            adhoc_preset(str(folder), spec)
+    with pytest.raises(PresetError, match=r"the ad-hoc pair \(--model, --speculative-config\): field 'target.model'"):
+        adhoc_preset("not a model", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, '
+                                    '"prompt_lookup_min": 1}')

@@ -1,0 +1,82 @@
+"""An ad-hoc pair from the command line (`--model M --speculative-config '{...}'`, as `vllm serve` takes
+them), for the operator who doesn't want to write a YAML file: made into a preset named `adhoc` and
+validated exactly like one (the schema, the rules, the installed vLLM's SpeculativeConfig fields)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specplay.presets.models import LOCAL
+from specplay.presets.schema import Preset, PresetError
+from specplay.presets.validation import validate
+
+ADHOC = "adhoc"
+
+
+def adhoc_preset(model: str, speculative_config: str | dict, dtype: str = "auto", max_model_len: int = 4096,
+                 memory: tuple[float, float] = (0.4, 0.45), cpu_kvcache_space_gib: int = 4,
+                 load_format: str = "auto") -> Preset:
+    """A preset for `model` with `speculative_config` (JSON text or a dict); PresetError naming the option."""
+    if isinstance(speculative_config, str):
+        try:
+            speculative_config = json.loads(speculative_config)
+        except ValueError as exc:
+            raise PresetError(f"--speculative-config: not valid JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(speculative_config, dict):
+        raise PresetError("--speculative-config: expected a JSON object, as vllm serve takes it")
+    ref = f"{LOCAL}{Path(model).resolve()}" if Path(model).is_dir() else model
+    spec = dict(speculative_config)
+    if isinstance(spec.get("model"), str) and Path(spec["model"]).is_dir():
+        spec["model"] = f"{LOCAL}{Path(spec['model']).resolve()}"
+    dummy = load_format == "dummy"
+    data = {
+        "name": ADHOC, "description": f"{model} with {spec.get('method', '?')} (k={spec.get('num_speculative_tokens', '?')}), "
+                                      "from the command line",
+        "guide_section": "ad hoc", "device": "any", "gpus": 1,
+        "notes": "Given on the command line (--model, --speculative-config), not a shipped preset.",
+        "pays_off": {"cpu": "Not measured: an ad-hoc pair.", "gpu": "Not measured: an ad-hoc pair."},
+        "target": {"model": ref, "dtype": dtype, "max_model_len": max_model_len,
+                   **({"load_format": "dummy"} if dummy else {})},
+        "speculative_config": spec,
+        "memory": {"baseline_gpu_memory_utilization": memory[0], "speculative_gpu_memory_utilization": memory[1],
+                   "cpu_kvcache_space_gib": cpu_kvcache_space_gib},
+        "prompt_input": "token_ids" if dummy else "text", "ignore_eos": dummy,
+        "default_max_tokens": min(128, max_model_len // 2),
+    }
+    try:
+        return validate(data, Path(f"{ADHOC}.yaml"))
+    except PresetError as exc:  # name the options, not a file nobody wrote
+        raise type(exc)(str(exc).replace(f"{ADHOC}.yaml: ", "the ad-hoc pair (--model, --speculative-config): ")) from None
+
+
+def add_arguments(parser, option_help: str = "") -> None:
+    """The ad-hoc pair's options, for `compare`, `bench` and the page (operator only)."""
+    group = parser.add_argument_group("an ad-hoc pair instead of a preset (as vllm serve takes them)" + option_help)
+    group.add_argument("--model", metavar="M", help="the target: a hub id or a local folder")
+    group.add_argument("--speculative-config", metavar="JSON", help="vLLM's speculative_config, e.g. "
+                       '\'{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}\'')
+    group.add_argument("--dtype", default="auto", help="default: auto")
+    group.add_argument("--max-model-len", type=int, default=4096, help="default: 4096")
+    group.add_argument("--load-format", choices=["auto", "dummy"], default="auto",
+                       help="dummy: random weights (prompts as token ids)")
+    group.add_argument("--memory-split", default="0.4,0.45", metavar="B,S",
+                       help="the engines' gpu_memory_utilization, baseline,speculative (default: 0.4,0.45)")
+
+
+def from_arguments(args) -> Preset | None:
+    """The ad-hoc preset the options describe, or None without --model."""
+    if not getattr(args, "model", None):
+        if getattr(args, "speculative_config", None):
+            raise PresetError("--speculative-config goes with --model (the target)")
+        return None
+    if not args.speculative_config:
+        raise PresetError("--model goes with --speculative-config (what the speculative engine drafts with)")
+    try:
+        split = tuple(float(x) for x in str(args.memory_split).split(","))
+    except ValueError:
+        split = ()
+    if len(split) != 2:
+        raise PresetError("--memory-split: expected two fractions, baseline,speculative (e.g. 0.4,0.45)")
+    return adhoc_preset(args.model, args.speculative_config, dtype=args.dtype, max_model_len=args.max_model_len,
+                        memory=split, load_format=args.load_format)
