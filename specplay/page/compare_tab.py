@@ -21,7 +21,7 @@ from specplay.presets.catalog import Preset
 from specplay.presets.engines import serve_texts
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
-RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live", "result_file", "summary_md")
+RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
 # What the status poll redraws on this tab when the engines' state or the preset changes.
 STATUS_OUTPUTS = ("run_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt", "examples_text",
                   "examples_ids")

@@ -29,9 +29,9 @@ UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
 REPLAY_MAX_S = 30.0  # a longer replay is sped up to fit, and says so
 
 # What a run writes on the page, in the order the `run` route lists them (the API returns these, in this
-# order; the buttons and the session's history State are page-only and come after).
+# order; the buttons and the session's history State are page-only and come after: Gradio's API leaves them out).
 API_OUTPUTS = ("error", "badge", "explain", "pane_b", "pane_s", "summary", "fig_rate", "fig_accept", "fig_mem",
-               "history_df", "history_file", "result")
+               "history_df", "history_file", "result", "result_file", "summary_md")
 REPLAY_OUTPUTS = ("badge", "pane_b", "pane_s", "fig_rate", "fig_accept")
 
 
