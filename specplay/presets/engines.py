@@ -134,16 +134,22 @@ def serve_command(preset: Preset, role: str, hardware: Hardware | None = None,
     if role == SPECULATIVE and _per_request_flag(per_request):
         args["per_request_spec_decode_metrics"] = "summary"
     parts = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + ["vllm", "serve", shlex.quote(model)]
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            parts.append(flag)
-        elif key == "speculative_config":
-            parts += [flag, shlex.quote(json.dumps(value, separators=(", ", ": ")))]
-        else:
-            parts += [flag, shlex.quote(str(value))]
+    parts += [shlex.quote(arg) for arg in cli_flags(args)]
     parts += ["--port", str(BASELINE_PORT if role == BASELINE else SPECULATIVE_PORT)]
     return " ".join(parts)
+
+
+def cli_flags(engine_args: dict) -> list[str]:
+    """Engine arguments as vLLM's CLI spells them (`--max-model-len 2048`, a bare flag for True, JSON for a
+    config): the serve lines and the servers `launch` starts."""
+    flags = []
+    for key, value in engine_args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is not False and value is not None:  # (0 is a value: the seed)
+            flags += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return flags
 
 
 def serve_notes(preset: Preset, role: str, hardware: Hardware | None = None) -> list[str]:

