@@ -131,7 +131,8 @@ class RemoteEngine:
         self._client: httpx.AsyncClient | None = None
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
-        self._metrics_cache: tuple[float, SpecDecodeCounters] | None = None
+        self._metrics_cache: tuple[float, str | None] | None = None  # (when, the /metrics page)
+        self._last_counters = SpecDecodeCounters()
 
     # -- life cycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -205,32 +206,33 @@ class RemoteEngine:
         return response.json()
 
     # -- counters --------------------------------------------------------------------------------------
-    def counters(self) -> SpecDecodeCounters:
-        """The server's counters (GET /metrics), at most 5 scrapes a second (the pair asks once a chunk)."""
+    def _metrics_page(self, max_age_s: float, get) -> str | None:
+        """GET /metrics, shared by the counters and the KV line: a page younger than `max_age_s` is reused
+        (a failed scrape too, as None). `get` is the caller's client: the pair's, or the sampler thread's own."""
         now = time.monotonic()
-        if self._metrics_cache and now - self._metrics_cache[0] < 0.2:
-            return self._metrics_cache[1]
+        cached = self._metrics_cache
+        if cached and now - cached[0] < max_age_s:
+            return cached[1]
         try:
-            counters = parse_metrics(self._sync.get(f"{self.settings.base}/metrics").text)
+            text = get(f"{self.settings.base}/metrics").text
         except httpx.HTTPError:
-            counters = self._metrics_cache[1] if self._metrics_cache else SpecDecodeCounters()
-        self._metrics_cache = (now, counters)
-        return counters
+            text = None
+        self._metrics_cache = (now, text)
+        return text
+
+    def counters(self) -> SpecDecodeCounters:
+        """The server's counters (GET /metrics), at most 5 scrapes a second (the pair asks once a chunk); the
+        last ones read while the server doesn't answer."""
+        text = self._metrics_page(0.2, self._sync.get)
+        if text is not None:
+            self._last_counters = parse_metrics(text)
+        return self._last_counters
 
     def kv_cache_usage(self) -> float | None:
         """The server's KV cache in use (0-1, `vllm:kv_cache_usage_perc` from GET /metrics), scraped at most
         twice a second; None when the server doesn't answer (the memory chart then draws no line)."""
-        now = time.monotonic()
-        cached = getattr(self, "_kv_cache", None)
-        if cached and now - cached[0] < 0.5:
-            return cached[1]
-        try:  # its own short request: the sampler's thread, not the pair's client
-            usage = parse_kv_usage(httpx.get(f"{self.settings.base}/metrics", headers=self.settings.headers(),
-                                             timeout=1.0).text)
-        except httpx.HTTPError:
-            usage = None
-        self._kv_cache = (now, usage)
-        return usage
+        text = self._metrics_page(0.5, lambda url: httpx.get(url, headers=self.settings.headers(), timeout=1.0))
+        return parse_kv_usage(text) if text is not None else None
 
     # -- streaming -------------------------------------------------------------------------------------
     async def stream(self, request_id: str, prompt_token_ids: list[int],
