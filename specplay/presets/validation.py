@@ -27,7 +27,12 @@ def _check_ref(source: Path, field: str, ref: str) -> None:
 
 class VllmMismatch(PresetError):
     """The preset is well formed, but the installed vLLM lacks a key or method it uses: it loads, and can't
-    run here (availability says why), so a shipped preset for a newer vLLM doesn't break the catalog."""
+    run here (availability says why), so a shipped preset for a newer vLLM doesn't break the catalog.
+    `close_matches`: the installed vLLM's keys an unknown key is close to (then it is a typo)."""
+
+    def __init__(self, message: str, close_matches: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.close_matches = close_matches
 
 
 def _check_vllm_keys(source: Path, spec) -> None:
@@ -42,7 +47,7 @@ def _check_vllm_keys(source: Path, spec) -> None:
             close = difflib.get_close_matches(str(key), sorted(probe.fields), n=3)
             hint = f" (close matches: {', '.join(close)})" if close else ""
             raise VllmMismatch(f"{source.name}: field 'speculative_config.{key}': expected a field of the installed "
-                               f"vLLM's SpeculativeConfig{hint}, got unknown key {key!r}")
+                               f"vLLM's SpeculativeConfig{hint}, got unknown key {key!r}", tuple(close))
 
 
 def _check_vllm_method(source: Path, method: str) -> None:
@@ -132,7 +137,7 @@ def validate(data, source: Path) -> Preset:
         try:
             _check_vllm_keys(source, data.get("speculative_config"))
         except VllmMismatch as exc:
-            if not _close_to_a_known_key(str(exc)):  # a typo is the author's to fix: refuse it now
+            if not exc.close_matches:  # else a typo, the author's to fix: refused now
                 mismatch = str(exc)
             else:
                 raise
@@ -148,10 +153,6 @@ def validate(data, source: Path) -> Preset:
         pays_off=f.pays_off.model_copy(update={k: v.strip() for k, v in f.pays_off.model_dump().items() if v}),
         model_runner=f.model_runner, vllm_problem=mismatch or _method_problem(source, spec["method"]),
     )
-
-
-def _close_to_a_known_key(message: str) -> bool:
-    return "(close matches:" in message
 
 
 def _method_problem(source: Path, method: str) -> str | None:
