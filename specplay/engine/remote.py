@@ -132,6 +132,9 @@ class RemoteEngine:
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
         self._metrics_cache: tuple[float, str | None] | None = None  # (when, the /metrics page)
+        # The page decodes growing prefixes of one output many times a second: one request per distinct
+        # prefix, cached with this engine (a reload's new engine starts afresh)
+        self._detokenize = lru_cache(maxsize=4096)(self._detokenize_uncached)
         self._last_counters = SpecDecodeCounters()
 
     # -- life cycle ------------------------------------------------------------------------------------
@@ -193,7 +196,10 @@ class RemoteEngine:
         return self._post("/tokenize", {"model": self.model, "prompt": text, "add_special_tokens": False})["tokens"]
 
     def decode(self, token_ids) -> str:
-        return _detokenize(self, tuple(int(t) for t in token_ids)) if token_ids else ""
+        return self._detokenize(tuple(int(t) for t in token_ids)) if token_ids else ""
+
+    def _detokenize_uncached(self, token_ids: tuple[int, ...]) -> str:
+        return self._post("/detokenize", {"model": self.model, "tokens": list(token_ids)}).get("prompt", "")
 
     def _post(self, path: str, body: dict) -> dict:
         try:
@@ -307,12 +313,6 @@ class RemoteEngine:
         if response is not None:
             self._aborted.add(request_id)
             await response.aclose()
-
-
-@lru_cache(maxsize=4096)
-def _detokenize(engine: RemoteEngine, token_ids: tuple[int, ...]) -> str:
-    # The page decodes growing prefixes of one output many times a second: one request per distinct prefix.
-    return engine._post("/detokenize", {"model": engine.model, "tokens": list(token_ids)}).get("prompt", "")
 
 
 def _error_text(text: str, limit: int = 200) -> str:
