@@ -33,6 +33,15 @@ class CLISubcommand:
         raise NotImplementedError
 
 
+def check_runnable(preset, hardware=None, remote: bool = False) -> None:
+    """UsageError unless the preset can run on this machine (or on servers elsewhere: remote mode)."""
+    from specplay.presets.catalog import availability
+
+    where = availability(preset, hardware)
+    if not where.runnable and not remote:
+        raise UsageError(f"{preset.name} can't run here: {where.reason}")
+
+
 def stderr_log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 

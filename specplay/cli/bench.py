@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from specplay.cli.base import CLISubcommand, UsageError
+from specplay.cli.base import CLISubcommand, UsageError, check_runnable
 
 EXIT_BAD_SETTINGS = 2
 
@@ -126,7 +126,7 @@ def run_cli(args, pair=None) -> int:
     from specplay.bench.charts import figures
     from specplay.bench.outputs import write_results
     from specplay.core.hardware import detect
-    from specplay.presets.catalog import availability, get_preset
+    from specplay.presets.catalog import get_preset
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the table or the JSON)
     if args.replot:
@@ -135,9 +135,7 @@ def run_cli(args, pair=None) -> int:
         raise UsageError("bench: --preset is required (or --replot DIR)")
     preset = get_preset(args.preset)
     hardware = detect()
-    where = availability(preset, hardware)
-    if not where.runnable and not args.baseline_url:
-        raise UsageError(f"{preset.name} can't run here: {where.reason}")
+    check_runnable(preset, hardware, remote=bool(args.baseline_url))
     settings = settings_from_args(args)
     try:  # everything checkable is checked before the engines take minutes to start
         prompts = load_prompts(settings, preset)

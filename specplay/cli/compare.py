@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from specplay.cli.base import EXIT_CODES, EXIT_OK, EXIT_RUN_ERROR, CLISubcommand, UsageError, stderr_log
+from specplay.cli.base import EXIT_CODES, EXIT_OK, EXIT_RUN_ERROR, CLISubcommand, UsageError, check_runnable, stderr_log
 from specplay.core.events import BASELINE, Schedule
 
 DEMO_PROMPT = (
@@ -115,7 +115,7 @@ class CompareCommand(CLISubcommand):
         from specplay.cli.report import print_report
         from specplay.core.hardware import detect
         from specplay.engine.vllm_engine import PromptError
-        from specplay.presets.catalog import availability, default_preset_name, get_preset
+        from specplay.presets.catalog import default_preset_name, get_preset
         from specplay.run import stream
         from specplay.run.pairs import open_pair
         from specplay.run.result import RunResult
@@ -123,9 +123,7 @@ class CompareCommand(CLISubcommand):
         from specplay.presets.adhoc import from_arguments
 
         preset = from_arguments(args) or get_preset(args.preset or default_preset_name())
-        where = availability(preset)
-        if not where.runnable and not args.baseline_url:  # remote servers run it wherever they are
-            raise UsageError(f"{preset.name} can't run here: {where.reason}")
+        check_runnable(preset, remote=bool(args.baseline_url))  # servers run it wherever they are
         request = request_of(args, preset)
         log = stderr_log if args.json else print
         own = pair is None

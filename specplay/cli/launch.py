@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from specplay.cli.base import EXIT_OK, CLISubcommand, UsageError
+from specplay.cli.base import EXIT_OK, CLISubcommand, UsageError, check_runnable
 
 EPILOG = ("exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 a server failed to start, 2 a bad preset or bad "
           "arguments")
@@ -29,14 +29,12 @@ class LaunchCommand(CLISubcommand):
 
     def cmd(self, args, pair=None) -> int:
         from specplay.core.events import BASELINE, SPECULATIVE
-        from specplay.presets.catalog import availability, default_preset_name, get_preset
+        from specplay.presets.catalog import default_preset_name, get_preset
         from specplay.run.launch import launch, quick_tests
 
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as Ctrl-C: the servers are stopped on the way out
         preset = get_preset(args.preset or default_preset_name())
-        where = availability(preset)
-        if not where.runnable:
-            raise UsageError(f"{preset.name} can't run here: {where.reason}")
+        check_runnable(preset)
         try:
             ports = dict(zip((BASELINE, SPECULATIVE), (int(p) for p in args.server_ports.split(","))))
         except ValueError:
