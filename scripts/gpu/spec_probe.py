@@ -205,6 +205,9 @@ def main() -> int:
     ap.add_argument("--dry-config", action="store_true", help="build the VllmConfig, print it, start nothing")
     ap.add_argument("--target", help="replace the config's target model folder (e.g. a tiny config for a CPU test)")
     ap.add_argument("--draft", help="replace the config's speculative_config model folder")
+    ap.add_argument("--profile-dir", help="after the timed runs, one batch-1 run of --profile-tokens under vLLM's "
+                    "torch profiler (profiler_config), trace written here (scripts/gpu/step_profile.py reads it)")
+    ap.add_argument("--profile-tokens", type=int, default=64)
     args = ap.parse_args()
 
     if args.list:
@@ -244,6 +247,15 @@ def main() -> int:
     engine_kw.update(json.loads(args.engine_json))
     if sc:
         engine_kw["speculative_config"] = sc
+    if args.profile_dir:  # vLLM's own profiler (`vllm serve --profiler-config ...`), worker side only
+        try:
+            from vllm.config import ProfilerConfig
+            known = getattr(ProfilerConfig, "__dataclass_fields__", None) or getattr(ProfilerConfig, "model_fields", {})
+        except ImportError:
+            known = ("profiler", "torch_profiler_dir", "torch_profiler_with_stack")
+        pc = {"profiler": "torch", "torch_profiler_dir": str(Path(args.profile_dir).resolve() / name),
+              "torch_profiler_with_stack": False, "ignore_frontend": True}
+        engine_kw["profiler_config"] = {k: v for k, v in pc.items() if k in known}  # older vLLMs lack some keys
     result = {"name": name, "config": args.config, "baseline": cfg["baseline"], "vllm": vllm.__version__,
               "torch": torch.__version__, "engine_args": {k: v for k, v in engine_kw.items()},
               "process_env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_FLASHINFER_SAMPLER")},
@@ -357,6 +369,14 @@ def measure(llm, args, result, write, name):
         r["tok_s_median"] = sorted(r["tok_s"])[len(runs) // 2]
         r["mean_acceptance_length"] = [x["mean_acceptance_length"] for x in runs]
         print(f"[{name}] batch {b}: tok/s {r['tok_s']}  MAL {r['mean_acceptance_length']}", flush=True)
+    if args.profile_dir:
+        from vllm import SamplingParams as _SP
+        llm.start_profile()
+        r = one_run(llm, prompts[:1], _SP(temperature=0.0, max_tokens=args.profile_tokens, ignore_eos=True,
+                                          detokenize=False))
+        llm.stop_profile()
+        result["profiled_run"] = r
+        print(f"[{name}] profiled: {r['tok_s']} tok/s", flush=True)
     result["status"] = "ok"
     write()
 

@@ -20,6 +20,7 @@ from specplay.core.paths import CACHE_DIR
 from specplay.engine.remote import server_supports_per_request_metrics
 from specplay.presets.catalog import engine_settings
 from specplay.presets.engines import cli_flags
+from specplay.run.pairs import prepare
 
 DEFAULT_PORTS = {BASELINE: 8000, SPECULATIVE: 8001}  # the serve lines' ports
 LOG_DIR = CACHE_DIR / "servers"
@@ -98,6 +99,7 @@ def launch(preset, hardware=None, ports: dict | None = None, log=print, wait: bo
            timeout_s: float = 900.0) -> LaunchedServers:
     """Start the preset's baseline server, then (once it is healthy, as the in-process pair starts its engines
     one after the other for a GPU's memory profiling) its speculative server."""
+    prepare(preset, log)  # the offline model is built on first use, by the servers' launcher as by the pair
     settings = dict(zip(ROLES, engine_settings(preset, hardware)))
     per_request = "detailed" if server_supports_per_request_metrics() else None
     servers = LaunchedServers()

@@ -10,7 +10,7 @@ from specplay.presets.catalog import engine_settings, offline_models_needed
 from specplay.presets.offline_model import ensure_offline_models
 
 
-def _prepare(preset, log=print) -> None:
+def prepare(preset, log=print) -> None:
     """Caches pointed into the project, offline models built if missing."""
     configure_cache_env()
     needed = offline_models_needed(preset)
@@ -20,7 +20,7 @@ def _prepare(preset, log=print) -> None:
 
 def open_pair(preset, hardware=None, warmup: bool = True, log=print) -> EnginePair:
     """An unstarted pair for a preset. Call .start() (blocking, minutes on a CPU) and .shutdown() when done."""
-    _prepare(preset, log)
+    prepare(preset, log)
     baseline, speculative = engine_settings(preset, hardware)
     return EnginePair(baseline, speculative, warmup=warmup, tag=preset)
 
@@ -32,6 +32,6 @@ def switch_in_place(pair: EnginePair, preset, hardware=None, progress: ProgressC
     baseline, speculative = engine_settings(preset, hardware)
     if baseline != pair.engines[BASELINE].settings:
         return False
-    _prepare(preset, log)
+    prepare(preset, log)
     pair.swap_speculative(speculative, tag=preset, progress=progress)
     return True
