@@ -1,9 +1,12 @@
 """The bench lab's charts, pure functions from bench rows to plotly figures: speedup against k, acceptance
-per draft position, speedup against temperature, throughput against concurrency (both engines), and for
-synthetic acceptance the predicted speedups (verify = one pass; measured pass times) next to the measured.
+per draft position, speedup against temperature, throughput against concurrency (both engines), speedup
+against the request rate (open loop), and for synthetic acceptance the predicted speedups (verify = one
+pass; measured pass times) next to the measured.
 
 Each chart holds the other settings at one value (the lowest temperature, the lowest concurrency, the
 preset's k or the one measured nearest to it), so a line is a sweep of one setting and nothing else.
+Open-loop rows (a `request_rate`) are drawn only in the request-rate chart: their concurrency is the cap,
+not what was in flight, so they would land on the concurrency axis as if closed-loop.
 """
 
 from __future__ import annotations
@@ -140,6 +143,31 @@ def throughput_vs_concurrency(rows: list[dict], preset_k: int | None = None) -> 
     return _figure(data, layout)
 
 
+def _rate(rate) -> float:
+    return float("inf") if rate == "inf" else float(rate)  # rows say "inf" (JSON has no infinity)
+
+
+def rate_label(rate) -> str:
+    return "all at once" if _rate(rate) == float("inf") else f"{_rate(rate):g}/s"
+
+
+def speedup_vs_request_rate(rows: list[dict], preset_k: int | None = None) -> go.Figure:
+    """Open loop (Poisson arrivals): per-request speedup (solid) and batch-throughput ratio (dashed) against
+    the offered rate; below the 1× line speculation has stopped paying."""
+    ref = reference(rows, preset_k)
+    picked = [dict(r, request_rate=_rate(r["request_rate"])) for r in _where(rows, temperature=ref["temperature"], k=ref["k"])]
+    data = []
+    for y, label, dash in (("speedup", "per request", None), ("throughput_ratio", "throughput", "dash")):
+        for line in _lines(picked, "request_rate", y, ("workload", "acceptance"), dash=dash, hover=label):
+            line["name"] = f"{line['name']} · {label}"
+            line["x"] = [rate_label(r) for r in line["x"]]
+            data.append(line)
+    layout = _layout(f"Speedup against request rate (open loop, k={ref['k']}, T={ref['temperature']:g})",
+                     "requests per second (Poisson arrivals)", "speculative ÷ baseline", type="category")
+    layout["shapes"] = [_even()]
+    return _figure(data, layout)
+
+
 def predicted_vs_measured(rows: list[dict]) -> go.Figure:
     """Synthetic acceptance: measured speedup (solid) against k, next to two predictions: 1 + Σ a^(i+1)
     (dotted), what a verify step costing one plain forward pass would give, and the same tokens per step
@@ -171,15 +199,31 @@ CHARTS = {  # file stem -> (figure function, the setting it sweeps: drawn only w
     "acceptance_per_position": (acceptance_per_position, None),
     "speedup_vs_temperature": (speedup_vs_temperature, "temperature"),
     "throughput_vs_concurrency": (throughput_vs_concurrency, "concurrency"),
+    "speedup_vs_request_rate": (speedup_vs_request_rate, "request_rate"),
 }
+
+
+def rows_for(stem: str, rows: list[dict]) -> list[dict]:
+    """The rows a chart draws: open-loop rows for the request-rate chart, closed-loop rows for the others."""
+    open_loop = stem == "speedup_vs_request_rate"
+    return [r for r in rows if (r.get("request_rate") is not None) == open_loop]
+
+
+def chart(stem: str, rows: list[dict], preset_k: int | None = None) -> go.Figure | None:
+    """One chart from all the rows (None when it has none to draw)."""
+    picked = rows_for(stem, rows)
+    if not picked:
+        return None
+    return predicted_vs_measured(picked) if stem == "predicted_vs_measured" else CHARTS[stem][0](picked, preset_k)
 
 
 def figures(rows: list[dict], preset_k: int | None = None, synthetic: bool = False) -> dict[str, go.Figure]:
     """Every chart the rows support: a sweep chart only when its setting took two or more values."""
     out = {}
-    for stem, (make, swept) in CHARTS.items():
-        if swept is None or len({r[swept] for r in rows}) > 1:
-            out[stem] = make(rows, preset_k)
-    if synthetic and any(r.get("acceptance") is not None for r in rows):
-        out["predicted_vs_measured"] = predicted_vs_measured(rows)
+    for stem, (_, swept) in CHARTS.items():
+        picked = rows_for(stem, rows)
+        if picked and (swept is None or len({r[swept] for r in picked}) > 1):
+            out[stem] = chart(stem, rows, preset_k)
+    if synthetic and any(r.get("acceptance") is not None for r in rows_for("predicted_vs_measured", rows)):
+        out["predicted_vs_measured"] = chart("predicted_vs_measured", rows)
     return out

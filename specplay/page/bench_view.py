@@ -105,11 +105,9 @@ def chart_frame(rows: list[dict], preset: Preset) -> dict:
     """Every chart slot: drawn from the rows so far (predicted vs measured only with synthetic acceptance)."""
     out = {}
     for name, stem in CHART_OUTPUTS.items():
-        if stem == "predicted_vs_measured":
-            synthetic = any(r.get("acceptance") is not None for r in rows)
-            out[name] = bench_charts.predicted_vs_measured(rows) if synthetic and rows else None
-        else:
-            out[name] = bench_charts.CHARTS[stem][0](rows, preset.num_speculative_tokens) if rows else None
+        synthetic = any(r.get("acceptance") is not None for r in rows)
+        wanted = stem != "predicted_vs_measured" or synthetic
+        out[name] = bench_charts.chart(stem, rows, preset.num_speculative_tokens) if wanted else None
     for fig in filter(None, out.values()):  # on the page's own background, light or dark (exports stay white)
         fig.update_layout(paper_bgcolor="rgba(0,0,0,0)", plot_bgcolor="rgba(0,0,0,0)", font_color="#7b8494")
     return out

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -176,3 +177,20 @@ def test_launch_serves_the_page_on_its_servers_and_sigterm_leaves_nothing(remote
     time.sleep(1)
     left = [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not left, left
+
+
+def test_launch_on_a_fresh_cache_builds_the_offline_model_before_the_servers(tmp_path):
+    """`specplay launch` on a fresh machine: the default preset's offline model did not exist yet, so the
+    servers were started on a missing folder and exited (seen on the H200). launch builds it first, as the
+    in-process pair does. Servers started without waiting and stopped at once: no engine starts."""
+    script = ("import json; from specplay.presets.catalog import get_preset; from specplay.run.launch import launch\n"
+              "s = launch(get_preset('smollm2-ngram'), ports={'baseline': 0, 'speculative': 0}, wait=False,"
+              " log=lambda m: None)\n"
+              "try: print(json.dumps(s.commands))\nfinally: s.stop()\n")
+    env = {**os.environ, "PLAYGROUND_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    model = tmp_path / "models" / "smollm2-135m-instruct"
+    assert (model / "config.json").is_file() and any(model.glob("*.safetensors"))
+    commands = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(f"--model {model}" in line for line in commands.values())

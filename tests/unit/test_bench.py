@@ -238,6 +238,24 @@ def test_charts_from_rows_sweep_one_setting_each():
     assert "speedup_vs_k" not in bench_charts.figures(synthetic_rows(ks=(4,)), 4)  # one k: nothing to sweep
 
 
+def test_open_loop_rows_get_their_own_chart_and_stay_off_the_concurrency_axis():
+    """A request-rate row's concurrency is its cap (all prompts), not what was in flight: the H200 sweep drew
+    the four rate rows as a vertical line at c=64 on the throughput-against-concurrency chart."""
+    closed = synthetic_rows(workloads=("x",), ks=(3,), temps=(0.0,), concs=(4, 16))
+    base = batch(BASELINE, [trace(BASELINE, [1] * 21, 0.05)] * 2, wall=2.0)
+    spec = batch(SPECULATIVE, [trace(SPECULATIVE, [1] + [2] * 10, 0.06)] * 2, SpecDecodeCounters(10, 30, 10, (6, 3, 1)),
+                 wall=1.2)
+    rates = [bench_row(Setting("x", 0.0, 64, 3, request_rate=r), base, spec) for r in (2.0, 8.0, float("inf"))]
+    figs = bench_charts.figures(closed + rates, preset_k=3)
+    for line in figs["throughput_vs_concurrency"].data:
+        assert list(line.x) == [4, 16]
+    by_name = {t.name: t for t in figs["speedup_vs_request_rate"].data}
+    assert set(by_name) == {"x · per request", "x · throughput"}
+    assert list(by_name["x · per request"].x) == ["2/s", "8/s", "all at once"]
+    assert list(by_name["x · per request"].y) == [r["speedup"] for r in rates]
+    assert "speedup_vs_request_rate" not in bench_charts.figures(closed, preset_k=3)  # no open loop: no chart
+
+
 def test_predicted_and_measured_chart_for_synthetic_acceptance():
     rows = [dict(r, acceptance=a, predicted_speedup=predicted_speedup(a, r["k"]), workload="token-ids")
             for a in (0.5, 0.9) for r in synthetic_rows(workloads=("x",), temps=(0.0,), concs=(1,))]
