@@ -4,14 +4,12 @@
     python3 scripts/gpu/step_profile.py PROFILE_DIR [--out summary.json]
 
 PROFILE_DIR holds one folder per probe config (spec_probe.py writes PROFILE_DIR/NAME/), each with the
-worker's trace (*.json.gz or *.json). Per config, over the profiled run's steps:
-- CPU: the model runner's own annotations (V1 `gpu_model_runner: preprocess / forward / sample / draft /
-  bookkeep ...`; Model Runner V2's where it has them), mean milliseconds per step and calls;
-- GPU: kernel time launched from inside each annotation (a kernel is tied to its launch by the trace's
-  correlation id; a CUDA-graph replay's kernels to the graph launch), kernels and graph launches per step;
-- the step period (the decode window ÷ forward passes) and how busy the GPU was in it (the union of
-  kernel intervals ÷ the window): a busy GPU means the work itself costs the time, an idle one that the host
-  (Python, launches, metadata) does.
+worker's trace (*.json.gz). Decode steps are split at vLLM's per-step annotation
+(`execute_context_0(0)_generation_G(g)`: no prefill in the step); per step, medians of: the period (one
+step's start to the next's), the GPU's kernel time in it (the union of kernel intervals) and its idle rest,
+and what the host launched: CUDA-graph launches, eager kernel launches, attention calls (FlashAttention's
+op) with their CPU time. A busy GPU means the work itself costs the time; an idle one that the host
+(Python, launches, metadata) does.
 Does not import vLLM or torch.
 """
 from __future__ import annotations
