@@ -87,6 +87,24 @@ def test_h200_sweep_expands_to_one_row_per_setting_with_the_baseline_once_per_co
     assert base == engine_settings(preset, gpu)[0]  # same baseline: only the speculative engine restarts
 
 
+def test_a_pard_k_sweep_keeps_parallel_drafting_and_one_draft_pass_at_every_k():
+    """PARD's best k is larger than a draft model's, since all k tokens cost one draft pass: the sweep's
+    variants keep the PARD draft (parallel_drafting, its model with pard_token), only k and the rates move."""
+    from specplay.bench.passes import preset_draft_passes
+
+    preset = get_preset("dummy-llama8b-pard1b-k7")
+    settings = BenchSettings(preset.name, n=4, k=(3, 5, 7, 8, 10), acceptance=(0.7,), max_tokens=128)
+    plan = make_plan(settings, preset, ["token-ids"])
+    assert plan.variants[0] == Variant(7, 0.7) and plan.restarts == 4  # the loaded k first
+    gpu = Hardware(1, "NVIDIA H200", (0, 1))
+    for variant in plan.variants:
+        spec = engine_settings(variant_preset(preset, variant), gpu)[1].engine_args["speculative_config"]
+        assert spec["parallel_drafting"] is True and spec["method"] == "draft_model"
+        assert spec["model"].endswith("/llama-3.2-1b-pard-shaped")  # bundled: resolved to its folder
+        assert spec["synthetic_acceptance_rates"] == pytest.approx(synthetic_rates(0.7, variant.k), abs=1e-6)
+        assert preset_draft_passes(spec, variant.k) == 1
+
+
 def test_settings_that_cannot_run_are_refused_before_any_engine_starts(tmp_path):
     ngram, dummy = get_preset("smollm2-ngram"), get_preset("dummy-llama8b-eagle-k3")
     with pytest.raises(BenchError, match="synthetic"):
