@@ -57,8 +57,11 @@ seen_down=0; reload_s=""; failed_checks=0
 while :; do
   t=$(since "$t_kill")
   state=$(status_of); state=${state:-none}
-  if timeout 60 "$engine" healthcheck run "$name" >/dev/null 2>&1; then rc=0; else rc=$?; fi
-  [ "$rc" = 0 ] || failed_checks=$((failed_checks + 1))
+  # its message when it fails (exit 1: the check said dead; 125: an error of podman's own)
+  if why=$(timeout 60 "$engine" healthcheck run "$name" 2>&1); then rc=0; else
+    rc=$?; failed_checks=$((failed_checks + 1))
+    log "healthcheck run: rc $rc: $(printf %s "$why" | grep -v 'systemd connection' | head -c 200)"
+  fi
   podman_status=$("$engine" inspect --format '{{.State.Health.Status}}' "$name")
   printf '{"t_s": %s, "health": "%s", "check_rc": %s, "status": "%s"}\n' "$t" "$state" "$rc" "$podman_status" \
     >> "$polls"
@@ -82,9 +85,9 @@ if [ "${STOP:-1}" = 1 ]; then
   log "stop: ${stop_s}s, exit code $exit_code"
 fi
 
+rc=0
 PID1="$pid1" TARGET="$target" ENGINES="$engine_count" RELOAD_S="$reload_s" FAILED="$failed_checks" \
 STOP_S="$stop_s" EXIT_CODE="$exit_code" RELOAD_LOG="$reload_log" STOP_LOG="$stop_log" POLLS="$polls" \
-rc=0
 "$python" - "${OUT:-}" <<'EOF' || rc=$?
 import json, os, sys
 env = os.environ
