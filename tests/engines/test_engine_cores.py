@@ -30,11 +30,12 @@ def test_workers_run_on_a_core_free_of_the_app_and_the_schedulers(ngram_pair):
     assert set(_threads_affinity(os.getpid()).values()) == {host}, _threads_affinity(os.getpid())
     binds = {"baseline": layout.baseline, "speculative": layout.speculative}
     for role, pids in ngram_pair.process_ids().items():
-        # an engine's new child processes: its engine core, and for the first one the resource tracker
+        # an engine's new processes (recursive): its engine core, its worker and, for the first, the resource
+        # tracker; the worker is the one whose parent is among them
         workers = [w for pid in pids for w in psutil.Process(pid).children(recursive=True)]
         assert workers, role
-        for pid in pids:
+        for pid in set(pids) - {w.pid for w in workers}:
             assert set(_threads_affinity(pid).values()) == {host}, (role, _threads_affinity(pid))
-            for worker in psutil.Process(pid).children(recursive=True):
-                assert tuple(sorted(os.sched_getaffinity(worker.pid))) == (int(binds[role]),), (
-                    role, worker.pid, worker.name(), _threads_affinity(worker.pid))
+        for worker in workers:  # its main thread is the one OpenMP thread
+            assert tuple(sorted(os.sched_getaffinity(worker.pid))) == (int(binds[role]),), (
+                role, worker.pid, worker.name(), _threads_affinity(worker.pid))
