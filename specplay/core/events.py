@@ -151,3 +151,5 @@ class EngineSettings:
     role: str
     engine_args: dict
     env: dict = field(default_factory=dict)
+    # CPU: the cores this process and the engine-core process keep to (core/hardware.core_layout); None: any
+    host_cores: tuple[int, ...] | None = None

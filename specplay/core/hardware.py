@@ -72,22 +72,65 @@ def gpu_count_and_name() -> tuple[int, str | None]:
         return 0, None
 
 
+# The cores the first playground process found, for the processes it starts after pin_process has narrowed
+# its own (and so their inherited) affinity: a page started from a pinned process still sees both cores.
+CORES_ENV = "PLAYGROUND_CPU_CORES"
+
+
+def usable_cores() -> tuple[int, ...]:
+    cores = os.environ.get(CORES_ENV)
+    return tuple(sorted(int(c) for c in cores.split(","))) if cores else tuple(sorted(os.sched_getaffinity(0)))
+
+
 @lru_cache(maxsize=1)
 def detect() -> Hardware:
     count, name = gpu_count_and_name()
-    return Hardware(count, name, tuple(sorted(os.sched_getaffinity(0))))
+    return Hardware(count, name, usable_cores())
+
+
+@dataclass(frozen=True)
+class CoreLayout:
+    """Where each process runs on a CPU machine: `host` for this process (the page, the pair's loop, output
+    handling) and the engines' schedulers (their engine-core processes, which inherit it); the two
+    VLLM_CPU_OMP_THREADS_BIND values for the engines' workers. host None: no pinning, anywhere."""
+
+    host: tuple[int, ...] | None
+    baseline: str
+    speculative: str
+
+
+def core_layout(cores: tuple[int, ...]) -> CoreLayout:
+    """On 2 cores the first is the host's and both workers share the second: a scheduler busy-polls its
+    worker (sched_yield) for the whole run, so with one worker per core the running engine's scheduler and
+    the app float onto a worker's core and slow that engine (the baseline's step came out dearer than the
+    speculative one's). The page runs one engine at a time by default, so each still gets a core free of
+    the app; both at once share that core, as they share one GPU. From 3 cores on the first is kept for
+    this process and the rest split into disjoint, equal shares (left to default, both engines land on
+    core 0 and each runs half as fast)."""
+    if len(cores) < 2:
+        return CoreLayout(None, *(str(cores[0]),) * 2) if cores else CoreLayout(None, "0", "0")
+    if len(cores) == 2:
+        return CoreLayout((cores[0],), str(cores[1]), str(cores[1]))
+    usable = cores[1:]
+    half = len(usable) // 2
+    return CoreLayout(None, _core_list(usable[:half]), _core_list(usable[half:2 * half]))
 
 
 def split_cores(cores: tuple[int, ...]) -> tuple[str, str]:
-    """VLLM_CPU_OMP_THREADS_BIND values for baseline and speculative: disjoint, equal shares of this
-    process's cores (left to default, both engines land on core 0 and each runs half as fast). From 3 cores
-    on, the first is kept for this process (the page, the engines' output handling), so rendering never
-    takes time from an engine."""
-    if len(cores) < 2:
-        return (str(cores[0]),) * 2 if cores else ("0", "0")
-    usable = cores[1:] if len(cores) >= 3 else cores
-    half = len(usable) // 2
-    return _core_list(usable[:half]), _core_list(usable[half:2 * half])
+    """VLLM_CPU_OMP_THREADS_BIND values for baseline and speculative (see core_layout)."""
+    layout = core_layout(cores)
+    return layout.baseline, layout.speculative
+
+
+def pin_process(cores: tuple[int, ...]) -> None:
+    """Pin every thread of this process to `cores` (sched_setaffinity is per thread on Linux); threads and
+    processes started afterwards inherit it, the engines' schedulers included."""
+    os.environ.setdefault(CORES_ENV, ",".join(map(str, usable_cores())))
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(tid), cores)
+        except OSError:  # a thread that has just ended
+            pass
 
 
 def _core_list(cores: tuple[int, ...]) -> str:

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import AsyncIterator, NamedTuple
 
 from specplay.core.events import EngineSettings, GenerationRequest, SpecDecodeCounters
+from specplay.core.hardware import pin_process
 
 
 class EngineStartError(RuntimeError):
@@ -222,6 +223,8 @@ class Engine:
         self.per_request_metrics = engine_args.get(PER_REQUEST_METRICS_ARG, "none") != "none"
         t0 = time.monotonic()
         before = _child_pids()
+        if self.settings.host_cores:  # this process and the engine-core process it spawns keep off the
+            pin_process(self.settings.host_cores)  # workers' core (core_layout says why)
         try:
             with _environment(self.settings.env):
                 args = AsyncEngineArgs(**engine_args)

@@ -121,8 +121,9 @@ SCHEDULE_INFO = ("One after the other: each engine has the device to itself (cle
                  "race on one clock. Both at once: they share the device, and the timings include that.")
 # Measured (docs/benchmarks.md, "The page's speedup"): on one GPU two engines at once slow each other, so the
 # page's speedup fell to 0.76 of the sequential comparison's (EAGLE at 8B scale); one after the other it was
-# 0.99. On the CPU (each engine on its own core) both schedules came within 5% (0.97 and 0.95): sequential is
-# the default there too, as the one whose timings are clean by construction.
+# 0.99. On the CPU both schedules came within 5% (0.97 and 0.95): sequential is the default there too, as the
+# one whose timings are clean by construction. On 2 cores both workers share the core the page doesn't use
+# (core_layout), so there both at once share it, as two engines share one GPU.
 DEFAULT_SCHEDULE = {"gpu": SEQUENTIAL, "cpu": SEQUENTIAL}
 
 

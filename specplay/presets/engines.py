@@ -7,7 +7,7 @@ import os
 import shlex
 
 from specplay.core.events import BASELINE, SPECULATIVE, EngineSettings
-from specplay.core.hardware import Hardware, detect, split_cores
+from specplay.core.hardware import Hardware, core_layout, detect, split_cores
 from specplay.presets.models import OFFLINE, resolve_model
 from specplay.presets.schema import Preset
 
@@ -89,7 +89,9 @@ def _engine_env(preset: Preset, role: str, hardware: Hardware) -> dict:
 def engine_settings(preset: Preset, hardware: Hardware | None = None) -> tuple[EngineSettings, EngineSettings]:
     """(baseline, speculative) EngineSettings for this machine."""
     hardware = hardware or detect()
-    return tuple(EngineSettings(role, _engine_args(preset, role, hardware), _engine_env(preset, role, hardware))
+    host = core_layout(hardware.cpu_cores).host if hardware.device == "cpu" else None
+    return tuple(EngineSettings(role, _engine_args(preset, role, hardware), _engine_env(preset, role, hardware),
+                                host)
                  for role in (BASELINE, SPECULATIVE))
 
 

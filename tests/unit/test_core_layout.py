@@ -1,0 +1,71 @@
+"""On 2 cores (a free CPU Space) the page's speedup is fair only if neither engine's worker shares its core
+with the app or a busy-polling scheduler: the app and both engine-core processes keep to one core, both
+workers to the other (one runs at a time in the page's default schedule). docs/benchmarks.md, "Fair on 2
+cores", has the figures; these tests hold the configuration that makes them."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from specplay.core.hardware import CORES_ENV, Hardware, core_layout
+from specplay.presets.catalog import engine_settings, load_presets
+
+
+@pytest.mark.parametrize("cores", [(0, 1), (1, 0), (2, 5)])
+def test_two_cores_give_the_app_one_and_both_workers_the_other(cores):
+    cores = tuple(sorted(cores))
+    baseline, speculative = engine_settings(load_presets()["smollm2-ngram"], Hardware(0, None, cores))
+    binds = {s.env["VLLM_CPU_OMP_THREADS_BIND"] for s in (baseline, speculative)}
+    # the same core for both: which engine gets which core can't tilt the speedup
+    assert binds == {str(cores[1])}
+    assert baseline.host_cores == speculative.host_cores == (cores[0],)
+    assert str(cores[0]) not in binds
+
+
+def test_other_core_counts_leave_the_app_unpinned():
+    assert core_layout((0,)).host is None and core_layout((0, 1, 2, 3)).host is None
+
+
+def test_gpu_engines_pin_nothing():
+    settings = engine_settings(load_presets()["dummy-llama8b-eagle-k3"], Hardware(1, "NVIDIA H200", (0, 1)))
+    assert all(s.host_cores is None for s in settings)
+
+
+CHILD = """
+import json, multiprocessing as mp, os, sys, threading, time
+from specplay.core.hardware import detect, pin_process, usable_cores
+
+def report(queue):
+    queue.put(sorted(os.sched_getaffinity(0)))
+
+if __name__ == "__main__":
+    before = threading.Thread(target=time.sleep, args=(2,), daemon=True)
+    before.start()  # started before pinning: pinned too
+    pin_process((int(sys.argv[1]),))
+    ctx = mp.get_context("spawn")  # as vLLM starts its engine-core processes
+    queue = ctx.Queue()
+    child = ctx.Process(target=report, args=(queue,))
+    child.start()
+    spawned = queue.get(timeout=60)
+    child.join()
+    print(json.dumps({"main": sorted(os.sched_getaffinity(0)), "thread": sorted(os.sched_getaffinity(before.native_id)),
+                      "spawned": spawned, "cores_env": os.environ.get("CORES_ENV_NAME"), "usable": list(usable_cores())}))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores to pin one")
+def test_pinning_covers_every_thread_and_what_the_process_spawns(tmp_path):
+    cores = sorted(os.sched_getaffinity(0))
+    script = tmp_path / "child.py"
+    script.write_text(CHILD.replace("CORES_ENV_NAME", CORES_ENV))
+    env = {k: v for k, v in os.environ.items() if k != CORES_ENV}
+    env["PYTHONPATH"] = os.getcwd()
+    out = subprocess.run([sys.executable, str(script), str(cores[0])], env=env, capture_output=True, text=True,
+                         timeout=120, check=True).stdout
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["main"] == seen["thread"] == seen["spawned"] == [cores[0]]
+    # what a page started from here would see: all the cores, not the one this process was narrowed to
+    assert seen["usable"] == cores and seen["cores_env"] == ",".join(map(str, cores))
