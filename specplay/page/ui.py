@@ -42,7 +42,7 @@ def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr
             if settings.allow_bench:  # off on a public page unless the operator allows it
                 with gr.Tab("Bench", id="bench"):
                     bench_tab(manager, settings, bench_dir)
-        wire_compare(compare, RunPlace(manager, CancelRegistry(), history_dir, settings))
+        wire_compare(compare, RunPlace(manager, CancelRegistry(), history_dir, settings, demo.GRADIO_CACHE))
         _wire_status(demo, header, compare, manager)
         _wire_switch(header, compare, manager, settings)
     _limit_replays(demo)
