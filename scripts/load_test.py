@@ -228,7 +228,7 @@ class Killer:
 
 
 # -- the app -------------------------------------------------------------------------------------------------
-def start_app(args, log, extra_env: dict | None = None) -> subprocess.Popen:
+def start_app(args, log, extra_env: dict | None = None, extra_args: list | None = None) -> subprocess.Popen:
     """`python app.py` on a free loopback port; `extra_env` on top of this process's environment."""
     import socket
 
@@ -241,7 +241,7 @@ def start_app(args, log, extra_env: dict | None = None) -> subprocess.Popen:
     env.update(extra_env or {})
     app = subprocess.Popen([sys.executable, "app.py", "--presets", args.preset, "--preset", args.preset,
                             "--host", "127.0.0.1", "--port", str(port),
-                            "--queue-size", str(max(32, args.visitors + 16))],
+                            "--queue-size", str(max(32, args.visitors + 16)), *(extra_args or [])],
                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     app.port = port
     return app

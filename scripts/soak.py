@@ -43,6 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--stop-every", type=int, default=5, help="every n-th run is stopped with Stop (0: none)")
     p.add_argument("--abandon-every", type=int, default=7, help="every n-th run is abandoned mid-run (0: none)")
     p.add_argument("--preset", default="smollm2-ngram")
+    p.add_argument("--session-capacity", type=int, help="the app's --session-capacity (default: the app's)")
     p.add_argument("--models", default=None, help="the prepared models folder (default: <cache>/models)")
     p.add_argument("--ready-timeout", type=float, default=900)
     p.add_argument("--stop-by", metavar="HH:MM", help="hand out no new run after this UTC time (a bounded soak)")
@@ -81,7 +82,8 @@ def main(argv=None) -> int:
                                  "rss": "RSS of app.py and of every process under it (engines), summed"}}
     tmp_before = set(os.listdir(tempfile.gettempdir()))
     log = open(out.with_suffix(".log"), "w")
-    app = load_test.start_app(args, log, {"PLAYGROUND_CACHE": str(dirs["cache"]), "TMPDIR": str(dirs["tmp"])})
+    app = load_test.start_app(args, log, {"PLAYGROUND_CACHE": str(dirs["cache"]), "TMPDIR": str(dirs["tmp"])},
+                              ["--session-capacity", str(args.session_capacity)] if args.session_capacity else [])
     try:
         drive(args, app, plan, dirs, report)
     except Exception as exc:  # still stop the app and write what was measured
