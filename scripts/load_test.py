@@ -228,7 +228,8 @@ class Killer:
 
 
 # -- the app -------------------------------------------------------------------------------------------------
-def start_app(args, log) -> subprocess.Popen:
+def start_app(args, log, extra_env: dict | None = None, extra_args: list | None = None) -> subprocess.Popen:
+    """`python app.py` on a free loopback port; `extra_env` on top of this process's environment."""
     import socket
 
     with socket.socket() as s:  # a free port on loopback
@@ -237,9 +238,10 @@ def start_app(args, log) -> subprocess.Popen:
     env = dict(os.environ, PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
     env.setdefault("OMP_NUM_THREADS", "1")
     env.pop("GRADIO_TEMP_DIR", None)  # the app keeps its files in its own cache
+    env.update(extra_env or {})
     app = subprocess.Popen([sys.executable, "app.py", "--presets", args.preset, "--preset", args.preset,
                             "--host", "127.0.0.1", "--port", str(port),
-                            "--queue-size", str(max(32, args.visitors + 16))],
+                            "--queue-size", str(max(32, args.visitors + 16)), *(extra_args or [])],
                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     app.port = port
     return app

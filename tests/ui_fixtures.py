@@ -10,9 +10,11 @@ import atexit
 import dataclasses
 import itertools
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -139,6 +141,9 @@ class AppServer:
         self.ready = False  # its engines were ready once (later tests may switch or reload them)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
         env.pop("GRADIO_TEMP_DIR", None)  # the test client's setting: the app chooses its own (in .cache)
+        # a temp folder of its own (short: vLLM's IPC sockets live there), so a test can see all it leaves
+        self.tmp_dir = Path(tempfile.mkdtemp(prefix="specplay-app-"))
+        env["TMPDIR"] = str(self.tmp_dir)
         self._log = open(self.log_path, "w")
         # A second preset sharing the target, so switching can be tested (it reloads only one engine).
         offered = f"{preset},{SWITCH_PRESET},{LOSING_PRESET}"
@@ -186,6 +191,7 @@ class AppServer:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, 9)
         self._log.close()
+        shutil.rmtree(self.tmp_dir, ignore_errors=True)
 
 
 _server: AppServer | None = None

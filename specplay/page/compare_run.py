@@ -22,7 +22,7 @@ from specplay.page.charts import history_table
 from specplay.page.inputs import InputError, build_request, check_schedule
 from specplay.page.live_run import UPDATE_HZ, LiveRun
 from specplay.page.manager import PairManager
-from specplay.page.files import clean_old
+from specplay.page.files import clean_old, drop_served_copies
 from specplay.page.session import ANONYMOUS, session_stem
 from specplay.page.settings import PageSettings, scrub
 
@@ -39,6 +39,7 @@ class RunPlace:
     registry: CancelRegistry
     history_dir: str
     settings: PageSettings
+    served_dir: str | None = None  # Gradio's cache, where it copies the files it serves
 
 
 @dataclass
@@ -186,7 +187,10 @@ def _finished(place: RunPlace, live: LiveRun, timed_out: bool, history: list, se
     number = (history[-1]["run"] + 1) if history else 1
     history = (history + [live.history_row(number)])[-place.settings.history_rows:]
     clean_old(place.history_dir, place.settings.files_max_age_s)  # sessions gone quiet for an hour
-    path = os.path.join(place.history_dir, f"history-{session_stem(session)}.csv")  # one a session, overwritten
+    stem = session_stem(session)
+    # this run's files replace the last run's on the page: Gradio's copies of those are linked no more
+    drop_served_copies(place.served_dir, (f"history-{stem}.csv", f"run-{stem}.json"))
+    path = os.path.join(place.history_dir, f"history-{stem}.csv")  # one a session, overwritten
     history_table(history).to_csv(path, index=False)
     message = _end_message(live, timed_out, reloading, place.settings.max_run_seconds)
     replayable = live.replayable

@@ -33,3 +33,22 @@ def clean_old(folder, max_age_s: float, now: float | None = None) -> int:
         except OSError:
             pass  # gone already (another session cleaned it), or not ours to delete
     return gone
+
+
+def drop_served_copies(served_dir, names) -> int:
+    """Delete Gradio's copies of the files `names` (`<served_dir>/<content hash>/<name>`, one folder per
+    version) and each folder left empty; returns how many copies went. A session's history CSV and run JSON
+    are rewritten by every run and Gradio copies each version it serves: only the latest is linked on the
+    page, yet every copy would stay for Gradio's hour (`delete_cache`), some KB a run."""
+    gone = 0
+    if not served_dir or not Path(served_dir).is_dir():
+        return gone
+    for name in names:
+        for copy in Path(served_dir).glob(f"*/{name}"):
+            try:
+                copy.unlink()
+                gone += 1
+                copy.parent.rmdir()  # its own folder (named by its hash), unless another file shares it
+            except OSError:
+                pass  # gone already (Gradio's own cleaning), or the folder holds another file
+    return gone

@@ -41,6 +41,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="no Bench tab: visitors can't hold the engines for a sweep")
     parser.add_argument("--max-run-seconds", type=float, help="stop a run (and a bench) after this long (default: 300)")
     parser.add_argument("--queue-size", type=int, help="runs and switches that may wait (default: 32)")
+    parser.add_argument("--session-capacity", type=int,
+                        help="visitors' sessions kept in memory, least recently used dropped first (default: 128)")
     remote = parser.add_argument_group("remote mode: two running `vllm serve` servers instead of in-process "
                                        "engines (docs/remote.md); --preset names what they run")
     remote.add_argument("--baseline-url", metavar="URL", help="the baseline server, e.g. http://127.0.0.1:8000")
@@ -62,6 +64,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
             "allow_switching": None, "allow_bench": None, "auth_file": None, "max_run_seconds": 300.0, "queue_size": 32,
+            "session_capacity": 128,
             "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
             "server_pids": None, "model": None, "speculative_config": None, "dtype": "auto", "max_model_len": 4096,
             "load_format": "auto", "memory_split": "0.4,0.45"}
@@ -204,4 +207,4 @@ def settings_from_options(options: dict) -> PageSettings:
         print("app.py: warning: --share without --auth puts the page and its engines on a public link that "
               "anyone can use; set --auth USER:PASS (or PLAYGROUND_AUTH)", file=sys.stderr)
     return PageSettings(allow_switching=bool(allow), allow_bench=bool(bench), max_run_seconds=float(options["max_run_seconds"]),
-                        queue_size=int(options["queue_size"]))
+                        queue_size=int(options["queue_size"]), session_capacity=int(options["session_capacity"]))

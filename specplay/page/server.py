@@ -47,7 +47,8 @@ def serve(argv=None) -> None:
         demo = ui.build_page(manager, settings)
         # GET /health (page/health.py) is part of the app from its first request on
         ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
-                  queue_size=settings.queue_size, app_kwargs={"routes": [health_route(manager)]})
+                  queue_size=settings.queue_size, app_kwargs={"routes": [health_route(manager)]},
+                  session_capacity=settings.session_capacity)
     finally:
         t0 = time.monotonic()
         print("stopping: shutting both engines down", file=sys.stderr, flush=True)

@@ -16,6 +16,10 @@ class PageSettings:
     history_rows: int = 100  # per session; the oldest rows go first
     allow_bench: bool = True  # the Bench tab: off on a public page unless the operator turns it on
     files_max_age_s: float = 3600.0  # history CSVs and bench results older than this are deleted
+    # Sessions whose state Gradio keeps in memory (~1 MB each: its copy of the page's config, the history, the
+    # last run), least recently used dropped first. Gradio's default, 10,000, lets a closed tab's state stay
+    # until 10,000 more have opened; an open tab's status poll touches its session every second.
+    session_capacity: int = 128
 
 
 # Absolute paths (two or more components) in an error message say where things live on the server; a

@@ -42,7 +42,7 @@ def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr
             if settings.allow_bench:  # off on a public page unless the operator allows it
                 with gr.Tab("Bench", id="bench"):
                     bench_tab(manager, settings, bench_dir)
-        wire_compare(compare, RunPlace(manager, CancelRegistry(), history_dir, settings))
+        wire_compare(compare, RunPlace(manager, CancelRegistry(), history_dir, settings, demo.GRADIO_CACHE))
         _wire_status(demo, header, compare, manager)
         _wire_switch(header, compare, manager, settings)
     _limit_replays(demo)
@@ -148,7 +148,7 @@ def switch_refusal(manager: PairManager, settings: PageSettings, name) -> str | 
 
 
 def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tuple[str, str] | None = None,
-           block: bool = True, queue_size: int = 32, app_kwargs: dict | None = None):
+           block: bool = True, queue_size: int = 32, app_kwargs: dict | None = None, session_capacity: int = 128):
     """Serve the page with a queue: runs wait their turn instead of fighting over the engines."""
     from starlette.middleware import Middleware
 
@@ -165,4 +165,5 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                        prevent_thread_lock=not block, show_error=False, footer_links=["api"],
                        theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs,
+                       state_session_capacity=session_capacity,  # see PageSettings.session_capacity
                        allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)

@@ -370,8 +370,7 @@ def test_nothing_is_written_outside_the_project_cache(app):
 
     before = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
                             capture_output=True, text=True).stdout
-    gradio_tmp = Path("/tmp/gradio")
-    existed = gradio_tmp.exists()
+    gradio_tmp = app.tmp_dir / "gradio"  # Gradio's default, in the app's own temp folder
     run(app.client(), REWRITE, max_tokens=8)
     from specplay.core.paths import PAGE_DIR  # the project's .cache/page, or under PLAYGROUND_CACHE
 
@@ -379,4 +378,4 @@ def test_nothing_is_written_outside_the_project_cache(app):
     after = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT,
                            capture_output=True, text=True).stdout
     assert after == before
-    assert gradio_tmp.exists() == existed  # Gradio's copies go into .cache/page/gradio, not /tmp/gradio
+    assert not gradio_tmp.exists()  # Gradio's copies go into .cache/page/gradio, not $TMPDIR/gradio

@@ -81,6 +81,34 @@ def test_history_is_capped_named_safely_and_formula_free(tmp_path):
         manager.shutdown()
 
 
+def test_gradio_keeps_one_copy_of_a_sessions_files_not_one_a_run(tmp_path):
+    """Gradio copies each version of a served file into its cache (a folder per content hash) and keeps it
+    an hour; the soak (scripts/soak.py) found the page's disk growing by both files' size every run."""
+    from gradio.processing_utils import save_file_to_cache
+
+    from specplay.page.cancel import CancelRegistry
+    from specplay.page.compare_run import RunPlace, run_comparison
+    from specplay.page.live_run import exports
+    from specplay.page.settings import PageSettings
+
+    history_dir, served = tmp_path / "history", tmp_path / "gradio"
+    history_dir.mkdir()
+    manager = _ready_manager("smollm2-ngram")
+    try:
+        place = RunPlace(manager, CancelRegistry(), str(history_dir), PageSettings(), str(served))
+        history = []
+        for prompt in ("one", "two", "three"):
+            last = list(run_comparison(place, prompt, 3, 0.0, "sequential", history, "SESSION"))[-1]
+            history = last["history"]
+            for path in (last["history_file"], exports(last)["result_file"]):  # what Gradio does with them
+                save_file_to_cache(path, str(served))
+        copies = sorted(p.name for p in served.rglob("*") if p.is_file())
+        assert len(copies) == 2 and copies[0].startswith("history-") and copies[1].startswith("run-"), copies
+        assert len(list(served.iterdir())) == 2  # the earlier versions' folders went too
+    finally:
+        manager.shutdown()
+
+
 @pytest.mark.parametrize("prompt", ["²", "①", "1" * 5000, "12, 3x", "-5"])
 def test_malformed_token_ids_get_a_message(prompt):
     from specplay.page.inputs import InputError, build_request

@@ -188,3 +188,29 @@ def test_the_load_test_phases_on_a_fake_page(tmp_path):
     finally:
         demo.close()
         manager.shutdown()
+
+
+def test_a_closed_visitors_session_state_does_not_stay_for_10000_more(tmp_path, monkeypatch):
+    """Gradio keeps every session's state (~1 MB here: its copy of the page's config, the history, the last
+    run) until 10,000 sessions have come after it; the soak (scripts/soak.py) saw the page's memory grow with
+    every visitor who came and went. The page keeps `session_capacity`, least recently used dropped first."""
+    from specplay.page import ui
+    from specplay.page.settings import PageSettings
+
+    from loadtest import visitors
+    from tests.ui_fixtures import free_port
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    manager = _fake_manager()
+    settings = PageSettings(session_capacity=2)
+    demo = ui.build_page(manager, settings)
+    try:
+        ui.launch(demo, "127.0.0.1", free_port(), block=False, session_capacity=settings.session_capacity)
+        for prompt in visitors.visitor_prompts(5):  # five visitors, one after the other, each runs once and leaves
+            c = visitors.client(demo.local_url)
+            assert not visitors.outcome(visitors.run_once(c, prompt, 4))["error"]
+            c.close()
+        assert 1 <= len(demo.state_holder.session_data) <= 2
+    finally:
+        demo.close()
+        manager.shutdown()

@@ -1,0 +1,48 @@
+"""The soak's CI version (scripts/soak.py runs 1,000): 50 runs from 3 visitors on the suite's page, every
+5th stopped with Stop, every 7th abandoned mid-run (cancelled and its session closed unread). Every run
+ends with an outcome; after the warm-up the page's memory, descriptors and threads stay put, its temp
+folder gains nothing, and Gradio keeps one copy of each session's files, not one a run. About a minute on
+2 cores."""
+
+from __future__ import annotations
+
+import time
+
+from loadtest import soak
+from specplay.core.paths import PAGE_DIR
+
+PLAN = soak.Plan(runs=50, visitors=3, max_tokens=6, sample_every=10, warmup_runs=20, run_timeout_s=120)
+
+
+def test_soak_50_runs_keeps_memory_files_and_temp_folder_bounded(app):
+    from specplay.page.session import session_stem
+
+    sampler = soak.Sampler(app.proc.pid, [PAGE_DIR], app.tmp_dir)
+    run = soak.Soak(app.url, PLAN, sampler, stop_by=time.time() + 600)
+    run.run()
+    verdict = soak.verdict(sampler.samples, run.records, PLAN)
+    outcomes = verdict["outcomes"]
+    assert verdict["runs_recorded"] == 50 and verdict["checks"]["every_run_recorded"], verdict
+    # gradio_client raised CancelledError on ~1 % of Stop runs in the long soak (its event stream handed the
+    # job a None; docs/benchmarks.md, "A long soak"): one is let pass, anything else is a failure
+    failed = [r for r in run.records if r["outcome"] not in ("ok", "stopped", "abandoned")]
+    known = [r for r in failed if r["kind"] == soak.STOP and str(r.get("error")).startswith("CancelledError")]
+    assert len(known) <= 1 and failed == known, failed
+    # 9 runs meant to be stopped and 7 abandoned; a short run may end before its first redraw (then it is
+    # read as finished: nothing to stop)
+    stops, leaves = (sum(n for k, n in outcomes.items() if k.startswith(kind)) for kind in ("stop:", "abandon:"))
+    assert stops == 9 and leaves == 7, outcomes
+    assert outcomes.get("stop:stopped", 0) >= 2 and outcomes.get("abandon:abandoned", 0) >= 2, outcomes
+    assert outcomes.get("full:ok", 0) == 34, outcomes  # 50 - 9 - 7
+    # after the warm-up (run 20 on): memory, descriptors and threads of the app and its engines, and the
+    # app's own temp folder (vLLM's sockets, Gradio's and torch's files) don't grow
+    for check in ("rss_bounded", "fds_bounded", "threads_bounded", "no_new_temp_entries"):
+        assert verdict["checks"][check], (check, verdict["growth"], soak.table(sampler.samples))
+    # the page's cache (shared with whatever else uses it): one copy in Gradio's cache of each of this
+    # soak's sessions' files, however many runs the session made
+    assert run.sessions == 3 + 7 == len(run.session_hashes)
+    for session in run.session_hashes:
+        stem = session_stem(session)
+        for name in (f"history-{stem}.csv", f"run-{stem}.json"):
+            copies = list((PAGE_DIR / "gradio").glob(f"*/{name}"))
+            assert len(copies) <= 1, (name, copies)

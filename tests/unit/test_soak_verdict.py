@@ -1,0 +1,49 @@
+"""The soak's judgement (loadtest/soak.py) on made-up samples: what counts as growth after the warm-up."""
+
+from __future__ import annotations
+
+from loadtest import soak
+
+PLAN = soak.Plan(runs=400, visitors=4, sample_every=100, warmup_runs=200)
+
+
+def sample(runs, rss_mb=3000.0, cache_bytes=50_000, sessions=10, tmp_entries=70, fds=300, threads=140):
+    return {"runs": runs, "rss_mb": rss_mb, "cache_bytes": cache_bytes, "tmp_bytes": 0, "tmp_entries": tmp_entries,
+            "sessions": sessions, "fds": fds, "threads": threads}
+
+
+def records(n=400):
+    return [{"run": i, "kind": PLAN.kind(i), "outcome": "ok"} for i in range(1, n + 1)]
+
+
+def test_every_fifth_run_is_stopped_and_every_seventh_abandoned():
+    kinds = [PLAN.kind(i) for i in range(1, 36)]
+    assert kinds.count(soak.ABANDON) == 5 and kinds.count(soak.STOP) == 6  # 35 is abandoned, not stopped
+    assert kinds[4] == soak.STOP and kinds[6] == soak.ABANDON and kinds[0] == soak.FULL
+
+
+def test_growth_during_the_warm_up_is_not_held_against_the_page():
+    flat_after = [sample(0, rss_mb=2000, cache_bytes=0), sample(100, rss_mb=2900), sample(200), sample(300),
+                  sample(400, rss_mb=3010)]
+    verdict = soak.verdict(flat_after, records(), PLAN)
+    assert verdict["passed"], verdict
+    assert verdict["growth"]["from_runs"] == 200 and verdict["growth"]["rss_mb"] == 10
+
+
+def test_memory_or_a_copy_a_run_after_the_warm_up_fails():
+    leaking = [sample(200), sample(300, rss_mb=3040), sample(400, rss_mb=3080)]  # 400 KB a run
+    assert not soak.verdict(leaking, records(), PLAN)["checks"]["rss_bounded"]
+    copies = [sample(200), sample(400, cache_bytes=50_000 + 200 * 5_000)]  # 5 KB more a run, no new session
+    verdict = soak.verdict(copies, records(), PLAN)
+    assert not verdict["checks"]["disk_bounded"] and verdict["checks"]["rss_bounded"]
+    sessions = [sample(200), sample(400, cache_bytes=50_000 + 30 * 40_000, sessions=40)]  # files of new sessions
+    assert soak.verdict(sessions, records(), PLAN)["checks"]["disk_bounded"]
+
+
+def test_a_socket_left_or_a_run_without_an_outcome_fails():
+    assert not soak.verdict([sample(200), sample(400, tmp_entries=71)], records(), PLAN)["passed"]
+    broken = records()
+    broken[10]["outcome"] = "exception"
+    assert not soak.verdict([sample(200), sample(400)], broken, PLAN)["checks"]["no_exception_or_error"]
+    assert not soak.verdict([sample(200), sample(400)], records()[:-2] + records()[-1:], PLAN)["checks"][
+        "every_run_recorded"]
