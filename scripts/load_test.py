@@ -1,17 +1,13 @@
 """Many visitors at once against the real app, on loopback only: starts `python app.py` on 127.0.0.1, runs
 each visitor's prompt alone first (the reference), then N simulated visitors (gradio_client sessions,
-playground/visitors.py) press Run at nearly the same moment, one short prompt each, temperature 0.
+loadtest/visitors.py) press Run at nearly the same moment, one short prompt each, temperature 0.
 
-Checks: no error, no lost or mixed stream (every output, both engines', equals its prompt's solo run),
-first come first served (runs take the engines in the order the visitors joined the queue: the page's run
-numbers), and p50/p95 of the queue wait (Run pressed → the run starts) and of the time to first token (Run
-pressed → the first baseline token reaches the visitor; the engine's own TTFT is recorded too). The app is stopped with SIGTERM at the end; everything it
-started must be gone on its own within 30 s (the time each process took is recorded).
-
---kill baseline|speculative: kill -9 that engine's process while a visitor's run is in the engines (a
-quarter of the way through the load). Then the run it hit must say an engine failed, runs queued behind it must get
-a clear message (no hang), the same app (no restart) must bring both engines back, and the visitors who
-got an error, running again, must get their solo outputs.
+Checks: no error, no lost or mixed stream (every output, both engines', equals its prompt's solo run), first
+come first served (the page's run numbers follow the queue), p50/p95 of the queue wait and of the time to
+first token (the engine's own TTFT recorded too). SIGTERM at the end: everything the app started must be
+gone on its own within 30 s. --kill baseline|speculative: kill -9 that engine a quarter of the way through;
+the run it hit must say an engine failed, runs queued behind it get a clear message, the same app brings
+both engines back, and the visitors who got an error get their solo outputs on a second run.
 
     python scripts/load_test.py --visitors 50 --max-tokens 12 --out docs/results/cpu-load-50.json
     python scripts/load_test.py --visitors 50 --max-tokens 12 --kill speculative --out docs/results/cpu-fault-speculative.json
@@ -19,10 +15,8 @@ got an error, running again, must get their solo outputs.
     PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 python3 scripts/load_test.py --visitors 16 \\
         --preset smollm2-ngram --max-tokens 64 --out $OUT/h200-load-16.json    # and --kill baseline|speculative
 
-Needs what the app needs plus gradio_client (installed with gradio) and psutil (with vLLM). Bounded: one
-run per visitor, deadlines on every phase, the app stopped at the end. Exit status 0 when every check
-holds; the JSON (--out, its folder created if missing) records the checks, figures, per-visitor rows, the
-command and the machine. The app's log goes next to it (`.log`) unless --log says otherwise.
+Needs gradio_client and psutil. Bounded (deadlines on every phase). Exit 0 when every check holds; the JSON
+(--out) records checks, figures, per-visitor rows, command and machine; the app's log beside it (`.log`).
 """
 
 from __future__ import annotations
@@ -51,9 +45,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--preset", default="smollm2-ngram")
     p.add_argument("--schedule", default="sequential", choices=["sequential", "concurrent"])
     p.add_argument("--kill", choices=["baseline", "speculative"], help="kill -9 this engine's process mid-load")
-    p.add_argument("--spacing-ms", type=float, default=50,
-                   help="visitors press Run this far apart, not waiting for the page to accept the previous one "
-                        "(0: each once the page has accepted the previous one)")
+    p.add_argument("--spacing-ms", type=float, default=50, help="ms between visitors' Runs (0: each once the "
+                   "page has accepted the previous one)")
     p.add_argument("--retry", type=int, default=8, help="after a kill: how many failed visitors run again")
     p.add_argument("--ready-timeout", type=float, default=900, help="seconds for the engines to load (each time)")
     p.add_argument("--deadline-s", type=float, default=1800, help="seconds for the visitors' runs to finish")
@@ -206,9 +199,8 @@ def recovery_phase(args, app: subprocess.Popen, url: str, prompts: list[str], so
 
 
 class Killer:
-    """kill -9 one engine's process once a visitor's run from `target` on is in the engines (the page started
-    it and it is not done). Not "once that engine streams": on a GPU a short run streams in one 0.2 s update
-    (UPDATE_HZ), so no poll ever sees it half done."""
+    """kill -9 one engine's process once a visitor's run from `target` on is in the engines (started, not
+    done; not "once it streams": on a GPU a short run streams in one 0.2 s update, never seen half done)."""
 
     def __init__(self, role: str, app_pid: int, cores: list[int], target: int):
         self.role, self.target = role, target
@@ -235,13 +227,12 @@ def start_app(args, log, extra_env: dict | None = None, extra_args: list | None 
     with socket.socket() as s:  # a free port on loopback
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
-    env.setdefault("OMP_NUM_THREADS", "1")
+    env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONUNBUFFERED": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
     env.pop("GRADIO_TEMP_DIR", None)  # the app keeps its files in its own cache
     env.update(extra_env or {})
-    app = subprocess.Popen([sys.executable, "app.py", "--presets", args.preset, "--preset", args.preset,
-                            "--host", "127.0.0.1", "--port", str(port),
-                            "--queue-size", str(max(32, args.visitors + 16)), *(extra_args or [])],
+    app = subprocess.Popen([sys.executable, "app.py", "--presets", args.preset, "--preset", args.preset, "--host",
+                            "127.0.0.1", "--port", str(port), "--queue-size", str(max(32, args.visitors + 16)),
+                            *(extra_args or [])],
                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     app.port = port
     return app
