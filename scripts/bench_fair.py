@@ -135,54 +135,44 @@ def run_rounds(args, client, pair, prompts, requests, layouts, save) -> list[dic
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from gradio_client import Client
-
-    from bench_page import _free_port
-    from bench_prompts import prompt_list
+    from bench_page import PageLoadError, page_on
     from specplay.core.hardware import detect
-    from specplay.page import ui
-    from specplay.page.inputs import build_request
-    from specplay.page.manager import PairManager
     from specplay.presets.catalog import DEFAULT_PRESET, get_preset
 
-    preset = get_preset(args.preset or DEFAULT_PRESET)
-    hardware = detect()
-    manager = PairManager({preset.name: preset}, preset.name, hardware)
-    manager.load(preset.name)
-    demo = ui.build_page(manager)
-    ui.launch(demo, "127.0.0.1", _free_port(), block=False)
+    preset, hardware = get_preset(args.preset or DEFAULT_PRESET), detect()
     try:
-        while manager.status().state == "loading":
-            time.sleep(1)
-        if manager.status().state != "ready":
-            print(f"engines failed to load: {manager.status().message}", file=sys.stderr)
-            return 1
-        client, pair = Client(demo.local_url, verbose=False), manager.pair
-        layouts = args.layouts.split(",")
-        prompts = [text for _, text in prompt_list(args.prompts)]
-        requests = [build_request(preset, p, args.max_tokens, 0.0) for p in prompts]
-        from bench_page import app_run, direct_run
+        with page_on(preset, hardware) as (client, pair):
+            return measure(args, preset, hardware, client, pair)
+    except PageLoadError as exc:
+        print(exc, file=sys.stderr)
+        return 1
 
-        app_run(client, prompts[0], args.max_tokens, "sequential")  # first-use costs out of the numbers
-        direct_run(pair, requests[0], "sequential")
-        load_before, out = os.getloadavg(), Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
 
-        def save(samples):
-            report = {"preset": preset.name, "hardware": hardware.describe(), "platform": platform.platform(),
-                      "max_tokens": args.max_tokens, "rounds": args.rounds, "prompts": args.prompts,
-                      "layouts": {k: [list(c) for c in LAYOUTS[k]] for k in layouts},
-                      "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                      "summary": summarize(samples, layouts), "samples": samples, "engines": pair.engine_info()}
-            out.write_text(json.dumps(report, indent=2) + "\n")
+def measure(args, preset, hardware, client, pair) -> int:
+    from bench_page import app_run, direct_run
+    from bench_prompts import prompt_list
+    from specplay.page.inputs import build_request
 
-        samples = run_rounds(args, client, pair, prompts, requests, layouts, save)
-        print_table(summarize(samples, layouts), layouts)
-        print(f"\nwritten to {out}")
-        return 0
-    finally:
-        demo.close()
-        manager.shutdown()
+    layouts = args.layouts.split(",")
+    prompts = [text for _, text in prompt_list(args.prompts)]
+    requests = [build_request(preset, p, args.max_tokens, 0.0) for p in prompts]
+    app_run(client, prompts[0], args.max_tokens, "sequential")  # first-use costs out of the numbers
+    direct_run(pair, requests[0], "sequential")
+    load_before, out = os.getloadavg(), Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    def save(samples):
+        report = {"preset": preset.name, "hardware": hardware.describe(), "platform": platform.platform(),
+                  "max_tokens": args.max_tokens, "rounds": args.rounds, "prompts": args.prompts,
+                  "layouts": {k: [list(c) for c in LAYOUTS[k]] for k in layouts},
+                  "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
+                  "summary": summarize(samples, layouts), "samples": samples, "engines": pair.engine_info()}
+        out.write_text(json.dumps(report, indent=2) + "\n")
+
+    samples = run_rounds(args, client, pair, prompts, requests, layouts, save)
+    print_table(summarize(samples, layouts), layouts)
+    print(f"\nwritten to {out}")
+    return 0
 
 
 def print_table(summary: dict, layouts: list[str]) -> None:

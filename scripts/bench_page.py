@@ -24,6 +24,7 @@ import platform
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,19 +104,19 @@ def _keep(result: dict) -> dict:
                for role in ("baseline", "speculative")}}
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+class PageLoadError(RuntimeError):
+    """The page's engines did not load."""
+
+
+@contextmanager
+def page_on(preset, hardware):
+    """The real page on one preset, on a free loopback port: (a gradio_client on it, its engine pair) once
+    both engines are ready (PageLoadError if they fail to load); page and engines closed on the way out."""
     from gradio_client import Client
 
     from specplay.page import ui
-    from specplay.core.hardware import detect
-    from specplay.page.inputs import build_request
-    from specplay.page.live_run import UPDATE_HZ
     from specplay.page.manager import PairManager
-    from specplay.presets.catalog import DEFAULT_PRESET, get_preset
 
-    preset = get_preset(args.preset or DEFAULT_PRESET)
-    hardware = detect()
     manager = PairManager({preset.name: preset}, preset.name, hardware)
     manager.load(preset.name)
     demo = ui.build_page(manager)
@@ -124,54 +125,74 @@ def main(argv=None) -> int:
         while manager.status().state == "loading":
             time.sleep(1)
         if manager.status().state != "ready":
-            print(f"engines failed to load: {manager.status().message}", file=sys.stderr)
-            return 1
-        client = Client(demo.local_url, verbose=False)
-        pair = manager.pair
-        paths = args.paths.split(",")
-        prompts = prompts_for(preset)
-        requests = [build_request(preset, p, args.max_tokens, 0.0) for p in prompts]
-        for path in paths:  # one unmeasured run each: first-use costs (compiles, caches) out of the numbers
-            run_path(path, client, pair, prompts[0], requests[0], args.max_tokens)
-        samples = []
-        for r in range(args.rounds):
-            for i, (prompt, request) in enumerate(zip(prompts, requests)):
-                shift = (r * len(prompts) + i) % len(paths)  # rotate which path goes first
-                sample = {"round": r, "prompt": i}
-                for path in paths[shift:] + paths[:shift]:
-                    sample[path] = _keep(run_path(path, client, pair, prompt, request, args.max_tokens))
-                samples.append(sample)
-                print(f"round {r} prompt {i}: " + ", ".join(f"{path} {sample[path]['speedup']}×" for path in paths),
-                      flush=True)
-        summary = summarize(samples, paths)
-        report = {
-            "preset": preset.name, "hardware": hardware.describe(), "platform": platform.platform(),
-            "max_tokens": args.max_tokens, "rounds": args.rounds, "prompts": len(prompts), "paths": paths,
-            "update_hz": UPDATE_HZ, "summary": summary, "samples": samples,
-            "engines": pair.engine_info(),
-            "definition": "tokens/s = decode rate (tokens after the first / time from first to last token), "
-                          "engine-side timestamps; ratios are means over runs paired by round and prompt",
-        }
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=2) + "\n")
-        print(f"\nPage benchmark: {preset.name} on {hardware.describe()}, {len(samples)} prompts × rounds, "
-              f"max_tokens {args.max_tokens}\n")
-        print("| path | baseline tok/s | speculative tok/s | speedup | speedup ÷ sequential comparison's |")
-        print("|---|---|---|---|---|")
-        for path in paths:
-            ratio = summary.get(f"{path}:speedup_vs_sequential")
-            print(f"| {path} | {summary[f'{path}:baseline_tokens_per_s']} | {summary[f'{path}:speculative_tokens_per_s']}"
-                  f" | {summary[f'{path}:speedup']} | {ratio if ratio is not None else '(reference)'} |")
-        for role in ("baseline", "speculative"):
-            ratio = summary.get(f"app:sequential:{role}_app_over_direct")
-            if ratio is not None:
-                print(f"\n{role}: app / direct tokens/s (sequential) = {ratio} (goal ≥ {COST_GOAL})", end="")
-        print(f"\n\nwritten to {out}")
-        return 0
+            raise PageLoadError(f"engines failed to load: {manager.status().message}")
+        yield Client(demo.local_url, verbose=False), manager.pair
     finally:
         demo.close()
         manager.shutdown()
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from specplay.core.hardware import detect
+    from specplay.presets.catalog import DEFAULT_PRESET, get_preset
+
+    preset = get_preset(args.preset or DEFAULT_PRESET)
+    try:
+        with page_on(preset, detect()) as (client, pair):
+            return measure(args, preset, client, pair)
+    except PageLoadError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+
+
+def measure(args, preset, client, pair) -> int:
+    from specplay.core.hardware import detect
+    from specplay.page.inputs import build_request
+    from specplay.page.live_run import UPDATE_HZ
+
+    hardware = detect()
+    paths = args.paths.split(",")
+    prompts = prompts_for(preset)
+    requests = [build_request(preset, p, args.max_tokens, 0.0) for p in prompts]
+    for path in paths:  # one unmeasured run each: first-use costs (compiles, caches) out of the numbers
+        run_path(path, client, pair, prompts[0], requests[0], args.max_tokens)
+    samples = []
+    for r in range(args.rounds):
+        for i, (prompt, request) in enumerate(zip(prompts, requests)):
+            shift = (r * len(prompts) + i) % len(paths)  # rotate which path goes first
+            sample = {"round": r, "prompt": i}
+            for path in paths[shift:] + paths[:shift]:
+                sample[path] = _keep(run_path(path, client, pair, prompt, request, args.max_tokens))
+            samples.append(sample)
+            print(f"round {r} prompt {i}: " + ", ".join(f"{path} {sample[path]['speedup']}×" for path in paths),
+                  flush=True)
+    summary = summarize(samples, paths)
+    report = {
+        "preset": preset.name, "hardware": hardware.describe(), "platform": platform.platform(),
+        "max_tokens": args.max_tokens, "rounds": args.rounds, "prompts": len(prompts), "paths": paths,
+        "update_hz": UPDATE_HZ, "summary": summary, "samples": samples,
+        "engines": pair.engine_info(),
+        "definition": "tokens/s = decode rate (tokens after the first / time from first to last token), "
+                      "engine-side timestamps; ratios are means over runs paired by round and prompt",
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nPage benchmark: {preset.name} on {hardware.describe()}, {len(samples)} prompts × rounds, "
+          f"max_tokens {args.max_tokens}\n")
+    print("| path | baseline tok/s | speculative tok/s | speedup | speedup ÷ sequential comparison's |")
+    print("|---|---|---|---|---|")
+    for path in paths:
+        ratio = summary.get(f"{path}:speedup_vs_sequential")
+        print(f"| {path} | {summary[f'{path}:baseline_tokens_per_s']} | {summary[f'{path}:speculative_tokens_per_s']}"
+              f" | {summary[f'{path}:speedup']} | {ratio if ratio is not None else '(reference)'} |")
+    for role in ("baseline", "speculative"):
+        ratio = summary.get(f"app:sequential:{role}_app_over_direct")
+        if ratio is not None:
+            print(f"\n{role}: app / direct tokens/s (sequential) = {ratio} (goal ≥ {COST_GOAL})", end="")
+    print(f"\n\nwritten to {out}")
+    return 0
 
 
 def _free_port() -> int:
