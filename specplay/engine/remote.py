@@ -25,6 +25,15 @@ from specplay.engine.vllm_engine import Chunk, EngineStartError, checked_prompt_
 
 # Prometheus names as `vllm serve` exposes its spec-decode counters
 METRIC_PREFIX = "vllm:spec_decode_num_"
+# httpx's default pool opens at most 100 connections and queues the rest inside the client, so a bench at
+# 128 or 256 in flight measured 100 streams plus a wait that counted as TTFT. Streams are bounded by the
+# caller (the bench's --max-concurrency, the page's one run at a time), not by the pool.
+STREAM_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+
+
+def stream_client(settings: "RemoteSettings") -> httpx.AsyncClient:
+    """The client the streams go through: one connection per stream in flight, however many."""
+    return httpx.AsyncClient(timeout=settings.timeout_s, headers=settings.headers(), limits=STREAM_LIMITS)
 
 
 class RemoteError(RuntimeError):
@@ -140,7 +149,7 @@ class RemoteEngine:
     # -- life cycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
         s, t0 = self.settings, time.monotonic()
-        self._client = httpx.AsyncClient(timeout=s.timeout_s, headers=s.headers())
+        self._client = stream_client(s)
         while True:
             try:
                 if (await self._client.get(f"{s.base}/health")).status_code == 200:
