@@ -5,12 +5,14 @@ for the verdict and saves the whole page.
     python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/page.png] [--prompt TEXT]
                                  [--max-tokens N] [--theme light|dark] [--timeout 900]
 
-Needs selenium and chromium + chromium-driver (`scripts/setup.sh --test` installs them).
+Needs selenium and chromium + chromium-driver (`scripts/setup.sh --test` installs them). CHROMIUM, CHROMEDRIVER and
+CHROMIUM_LD_LIBRARY_PATH point it at another copy (the GPU machine has none: scripts/gpu/chromium-bundle.sh).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -37,11 +39,16 @@ def browser(width: int):
 
     profile = tempfile.mkdtemp(prefix="specplay-shot-")
     options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+    options.binary_location = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync", "--disable-quic",
+                 "--disable-background-networking", "--disable-component-update",
                  f"--user-data-dir={profile}", f"--window-size={width},1000"):
         options.add_argument(flag)
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options), profile
+    env = dict(os.environ)
+    if os.environ.get("CHROMIUM_LD_LIBRARY_PATH"):  # a bundled copy's libraries, for the driver and the browser only
+        env["LD_LIBRARY_PATH"] = os.environ["CHROMIUM_LD_LIBRARY_PATH"]
+    service = Service(os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver"), env=env)
+    return webdriver.Chrome(service=service, options=options), profile
 
 
 def run_once(driver, args) -> str:
