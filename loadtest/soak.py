@@ -11,6 +11,8 @@ and disk may not keep growing once the page has served its first runs (caches fi
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -63,19 +65,27 @@ class Limits:
 def tree_bytes(root: Path) -> tuple[int, int]:
     """(bytes, files) of the regular files under `root` (symlinks not followed: the cache's shared models)."""
     total = count = 0
-    for path in Path(root).rglob("*") if Path(root).is_dir() else ():
-        try:
-            if path.is_file() and not path.is_symlink():
-                total += path.lstat().st_size
+    for folder, _, files in _walk(root):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue  # deleted meanwhile (the page cleans its folders)
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
                 count += 1
-        except OSError:
-            pass  # deleted meanwhile (the page cleans its folders)
     return total, count
 
 
 def entries(root: Path) -> int:
     """Everything under `root` (files, folders, sockets), symlinks not followed."""
-    return sum(1 for _ in Path(root).rglob("*")) if Path(root).is_dir() else 0
+    return sum(len(folders) + len(files) for _, folders, files in _walk(root))
+
+
+def _walk(root: Path):
+    # os.walk skips a folder it can't list; Path.rglob raised when the page deleted one of Gradio's cache
+    # folders mid-listing, which killed a soak visitor's thread in the middle of a sample
+    return os.walk(root, followlinks=False)
 
 
 def family(app_pid: int) -> list:
