@@ -10,6 +10,9 @@ and disk may not keep growing once the page has served its first runs (caches fi
 
 from __future__ import annotations
 
+import concurrent.futures
+import os
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -62,19 +65,27 @@ class Limits:
 def tree_bytes(root: Path) -> tuple[int, int]:
     """(bytes, files) of the regular files under `root` (symlinks not followed: the cache's shared models)."""
     total = count = 0
-    for path in Path(root).rglob("*") if Path(root).is_dir() else ():
-        try:
-            if path.is_file() and not path.is_symlink():
-                total += path.lstat().st_size
+    for folder, _, files in _walk(root):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue  # deleted meanwhile (the page cleans its folders)
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
                 count += 1
-        except OSError:
-            pass  # deleted meanwhile (the page cleans its folders)
     return total, count
 
 
 def entries(root: Path) -> int:
     """Everything under `root` (files, folders, sockets), symlinks not followed."""
-    return sum(1 for _ in Path(root).rglob("*")) if Path(root).is_dir() else 0
+    return sum(len(folders) + len(files) for _, folders, files in _walk(root))
+
+
+def _walk(root: Path):
+    # os.walk skips a folder it can't list; Path.rglob raised when the page deleted one of Gradio's cache
+    # folders mid-listing, which killed a soak visitor's thread in the middle of a sample
+    return os.walk(root, followlinks=False)
 
 
 def family(app_pid: int) -> list:
@@ -226,15 +237,37 @@ def one_run(c, prompt: str, plan: Plan, kind: str) -> dict:
     if kind == ABANDON:
         job.cancel()  # the run is left, never read; the caller closes the session
         return {"outcome": "abandoned", "tokens": None, "error": None}
-    if kind == STOP:
-        c.predict(api_name="/stop")
-    got = vis.outcome(dict(zip(vis.API_OUTPUTS, job.result(timeout=plan.run_timeout_s))))
+    lost = kind == STOP and not press_stop(c)
+    outputs = dict(zip(vis.API_OUTPUTS, job.result(timeout=plan.run_timeout_s)))
+    got = vis.outcome(outputs)
     result_ok = not got["error"] and bool(got["baseline"])
-    if kind == STOP:
+    full = result_ok and got["identical"] is True
+    if lost:  # Stop was queued after the run had ended (press_stop): the run must read as whole, not stopped
+        outcome = "stopped" if full and not (outputs.get("result") or {}).get("cancelled") else "error"
+    elif kind == STOP:
         outcome = "stopped" if result_ok or got["error"] is None else "error"
     else:
-        outcome = "ok" if result_ok and got["identical"] is True else "error"
-    return {"outcome": outcome, "tokens": len(got["baseline"]), "error": got["error"]}
+        outcome = "ok" if full else "error"
+    return {"outcome": outcome, "tokens": len(got["baseline"]), "error": got["error"],
+            **({"stop_reply_lost": True} if lost else {})}
+
+
+def press_stop(c) -> bool:
+    """Press Stop through the API: False when gradio_client lost Stop's own reply (the run is unaffected).
+
+    That loss is a race between Gradio 6.31 and gradio_client 2.7, not the page's doing. A run's last
+    message leaves the session with nothing pending, so the server closes the session's event stream
+    (gradio/routes.py, sse_stream: CloseStreamMessage when pending_event_ids_session is empty); a Stop sent
+    before this client has read that close is registered on the old stream (client.py, send_data:
+    stream_open still True), so its messages go to a stream nobody reads, and the close then hands Stop's
+    job a None (close_stream callback), which gradio_client raises as concurrent.futures.CancelledError
+    (utils.py, stream_sse_v1plus). The page had already ended the run, so there was nothing to stop. Only
+    that exception, and only from the Stop call: the run's own result is still read and judged."""
+    try:
+        c.predict(api_name="/stop")
+    except concurrent.futures.CancelledError:
+        return False
+    return True
 
 
 def wait_streaming(job, timeout_s: float) -> bool:
@@ -256,7 +289,8 @@ def verdict(samples: list, records: list, plan: Plan, limits: Limits = Limits())
     outcomes: dict[str, int] = {}
     for r in records:
         outcomes[f"{r['kind']}:{r['outcome']}"] = outcomes.get(f"{r['kind']}:{r['outcome']}", 0) + 1
-    out: dict = {"outcomes": outcomes, "runs_recorded": len(records), "checks": {}}
+    out: dict = {"outcomes": outcomes, "runs_recorded": len(records), "checks": {},
+                 "stop_replies_lost": sum(1 for r in records if r.get("stop_reply_lost"))}  # see press_stop
     checks = out["checks"]
     numbers = sorted(r["run"] for r in records)
     checks["every_run_recorded"] = numbers == list(range(1, len(records) + 1))  # each run handed out ended

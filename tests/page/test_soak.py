@@ -23,11 +23,9 @@ def test_soak_50_runs_keeps_memory_files_and_temp_folder_bounded(app):
     verdict = soak.verdict(sampler.samples, run.records, PLAN)
     outcomes = verdict["outcomes"]
     assert verdict["runs_recorded"] == 50 and verdict["checks"]["every_run_recorded"], verdict
-    # gradio_client raised CancelledError on ~1 % of Stop runs in the long soak (its event stream handed the
-    # job a None; docs/benchmarks.md, "A long soak"): one is let pass, anything else is a failure
+    # strict: a Stop whose reply gradio_client lost is a stopped run (soak.press_stop), so nothing is let pass
     failed = [r for r in run.records if r["outcome"] not in ("ok", "stopped", "abandoned")]
-    known = [r for r in failed if r["kind"] == soak.STOP and str(r.get("error")).startswith("CancelledError")]
-    assert len(known) <= 1 and failed == known, failed
+    assert not failed, failed
     # 9 runs meant to be stopped and 7 abandoned; a short run may end before its first redraw (then it is
     # read as finished: nothing to stop)
     stops, leaves = (sum(n for k, n in outcomes.items() if k.startswith(kind)) for kind in ("stop:", "abandon:"))
@@ -46,3 +44,24 @@ def test_soak_50_runs_keeps_memory_files_and_temp_folder_bounded(app):
         for name in (f"history-{stem}.csv", f"run-{stem}.json"):
             copies = list((PAGE_DIR / "gradio").glob(f"*/{name}"))
             assert len(copies) <= 1, (name, copies)
+
+
+def test_a_stop_sent_as_the_run_ends_reads_as_stopped_not_as_an_exception(app):
+    """The soak's ~1 % of Stop runs that raised CancelledError, made certain: the visitor's event stream lags
+    (tests/stream_proxy.py), so Stop is sent after the page ended the run and closed the session's stream,
+    but before the visitor has read that close. gradio_client then loses Stop's own reply; the run's result
+    is whole, and the soak must read it as a stopped run, not as an exception."""
+    from loadtest import visitors as vis
+    from tests.stream_proxy import LaggingProxy
+
+    proxy = LaggingProxy(app.port)
+    c = vis.client(proxy.url)
+    try:
+        proxy.hold_run_end()
+        record = soak.one_run(c, vis.visitor_prompts(1)[0], soak.Plan(max_tokens=16, run_timeout_s=120), soak.STOP)
+    finally:
+        vis.close_client(c)
+        proxy.close()
+    assert proxy.held.is_set()  # Stop went out between the page's close and the visitor reading it
+    assert record["outcome"] == "stopped" and record.get("stop_reply_lost") is True, record
+    assert record["tokens"] >= 1 and record["error"] is None, record
