@@ -11,7 +11,7 @@ import time
 from loadtest import soak
 from specplay.core.paths import PAGE_DIR
 
-PLAN = soak.Plan(runs=50, visitors=3, max_tokens=6, sample_every=10, warmup_runs=20, run_timeout_s=120)
+PLAN = soak.Plan(runs=50, visitors=3, max_tokens=12, sample_every=10, warmup_runs=20, run_timeout_s=120)
 
 
 def test_soak_50_runs_keeps_memory_files_and_temp_folder_bounded(app):
