@@ -67,10 +67,21 @@ def run_once(driver, args) -> str:
         box.clear()
         box.send_keys(str(args.max_tokens), Keys.TAB)
     driver.find_element(By.CSS_SELECTOR, "#run").click()
-    wait.until(lambda d: any(v in d.find_element(By.CSS_SELECTOR, "#badge").text for v in VERDICTS)
-               and d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
+    # a refused prompt shows in #page-error, never in the badge: stop there (the picture shows the message)
+    def settled(d) -> bool:
+        badge = d.find_element(By.CSS_SELECTOR, "#badge").text
+        return any(v in badge for v in VERDICTS) and d.find_element(By.CSS_SELECTOR, "#run").is_enabled()
+
+    wait.until(lambda d: page_error(d) or settled(d))
     time.sleep(2.0)  # the replay's last frame and the charts settle
-    return driver.find_element(By.CSS_SELECTOR, "#badge").text
+    return page_error(driver) or driver.find_element(By.CSS_SELECTOR, "#badge").text
+
+
+def page_error(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    found = driver.find_elements(By.CSS_SELECTOR, "#page-error .page-error")
+    return f"page error: {found[0].text}" if found and found[0].text.strip() else ""
 
 
 def open_when_up(driver, url: str, timeout: float) -> None:
@@ -101,6 +112,8 @@ def main(argv=None) -> int:
         time.sleep(0.5)
         driver.save_screenshot(args.out)
         print(f"{args.out}: {verdict.splitlines()[0] if verdict else '?'}")
+        if verdict.startswith("page error"):
+            return 1
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)

@@ -12,7 +12,7 @@ from specplay.page import views
 from specplay.page.charts import history_table
 from specplay.page.compare_run import RunPlace, replay_run, run_comparison
 from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
-                                  max_tokens_limit, token_examples, workload_examples)
+                                  TOKEN_EXAMPLES, max_tokens_limit, token_examples, workload_examples)
 from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exports
 from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
@@ -46,12 +46,14 @@ def _serve_panel(tab: Section) -> None:
 
 def _prompt_panel(tab: Section, manager: PairManager) -> None:
     limit = max(max_tokens_limit(p) for p in manager.presets.values())
+    token_mode = manager.preset.prompt_input == "token_ids"  # a dummy-weight preset has no tokenizer
     with gr.Row():
         with gr.Column(scale=4):
             # Gradio's Textbox with lines > 1 submits on Shift+Enter (wired to Run in wire_compare)
             tab.add("prompt", gr.Textbox(label="Prompt (Shift+Enter runs)", lines=5, max_lines=14,
-                                         value=EXAMPLES["rewrite"], elem_id="prompt"))
-            _examples(tab, manager.preset.prompt_input == "token_ids")
+                                         value=(TOKEN_EXAMPLES if token_mode else EXAMPLES)["rewrite"],
+                                         elem_id="prompt"))
+            _examples(tab, token_mode)
         with gr.Column(scale=1, min_width=220):
             tab.add("max_tokens", gr.Slider(1, limit, value=manager.preset.default_max_tokens, step=1,
                                             label="Max tokens", elem_id="max-tokens"))

@@ -71,3 +71,23 @@ def test_the_runs_json_file_and_markdown_table(tmp_path):
     assert exports({"result": {"streaming": True}}) == {}  # frames before the last: nothing to export
     md = markdown_table(["figure", "baseline"], [["speedup", "1.5|2"]])
     assert md == "| figure | baseline |\n|---|---|\n| speedup | 1.5\\|2 |"
+
+
+def test_a_token_id_preset_opens_with_a_prompt_it_accepts():
+    """Loaded with a dummy-weight preset (token ids, no tokenizer), the page used to open with the English
+    example in the box, so Run with the prompt as shown answered "this preset has no tokenizer" (seen on the
+    H200: the screenshot's run never reached a verdict)."""
+    from specplay.page import ui
+    from specplay.page.inputs import build_request
+    from specplay.presets.catalog import get_preset
+
+    preset = get_preset("dummy-llama8b-draft1b-k3")
+    manager = _fake_manager(preset.name)
+    demo = ui.build_page(manager)
+    try:
+        value = _component(demo, "prompt")["props"]["value"]
+        request = build_request(preset, value, preset.default_max_tokens, 0.0)
+        assert request.prompt_token_ids and len(request.prompt_token_ids) >= 8, value
+    finally:
+        demo.close()
+        manager.shutdown()

@@ -104,11 +104,11 @@ def _prompt_echo(request):
     return synthetic_events(ids, [ids[:1]] + [ids[i:i + 2] for i in range(1, len(ids), 2)])
 
 
-def _fake_manager():
+def _fake_manager(preset_name: str = "smollm2-ngram"):
     """A ready PairManager on a FakePair whose outputs depend on the prompt."""
     from specplay.page.manager import PairManager
 
-    preset = get_preset("smollm2-ngram")
+    preset = get_preset(preset_name)
     manager = PairManager({preset.name: preset}, preset.name,
                           pair_factory=lambda p, hw, log=print: FakePair(_prompt_echo, p, step_delay=0.01))
     manager.load(preset.name)
