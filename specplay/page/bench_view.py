@@ -104,8 +104,8 @@ def table_frame(rows: list[dict]) -> pd.DataFrame:
 def chart_frame(rows: list[dict], preset: Preset) -> dict:
     """Every chart slot: drawn from the rows so far (predicted vs measured only with synthetic acceptance)."""
     out = {}
+    synthetic = any(r.get("acceptance") is not None for r in rows)
     for name, stem in CHART_OUTPUTS.items():
-        synthetic = any(r.get("acceptance") is not None for r in rows)
         wanted = stem != "predicted_vs_measured" or synthetic
         out[name] = bench_charts.chart(stem, rows, preset.num_speculative_tokens) if wanted else None
     for fig in filter(None, out.values()):  # on the page's own background, light or dark (exports stay white)
