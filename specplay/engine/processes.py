@@ -21,15 +21,27 @@ IPC_ENV = "VLLM_RPC_BASE_PATH"  # where vLLM puts its ipc:// socket files (vllm.
 IPC_PREFIX = "specplay-ipc-"
 
 
+_FOLDERS: set[str] = set()  # this process's folders not yet removed: an engine killed mid-start keeps its own
+
+
 def ipc_folder() -> str:
     """A new private folder for one engine's sockets: under the operator's VLLM_RPC_BASE_PATH if set, else
     the temp dir (a short path: a socket path must fit in 107 bytes, and vLLM adds 37)."""
-    return tempfile.mkdtemp(prefix=IPC_PREFIX, dir=os.environ.get(IPC_ENV) or None)
+    path = tempfile.mkdtemp(prefix=IPC_PREFIX, dir=os.environ.get(IPC_ENV) or None)
+    _FOLDERS.add(path)
+    return path
 
 
 def remove_folder(path: str | None) -> None:
     if path:
         shutil.rmtree(path, ignore_errors=True)
+        _FOLDERS.discard(path)
+
+
+def remove_ipc_folders() -> None:
+    """Every folder ipc_folder made here and no shutdown removed (engines ended mid-start, on the way out)."""
+    for path in list(_FOLDERS):
+        remove_folder(path)
 
 
 def new_children(before: dict[int, psutil.Process]) -> list[psutil.Process]:
