@@ -23,6 +23,8 @@ def serve(argv=None) -> None:
     """Parse the options, start loading the initial preset and serve the page; on the way out (Ctrl-C,
     SIGTERM, an error) shut both engines down and end every process this one started."""
     options = page_options.resolve_options(page_options.parse_args(argv))
+    # read where engine settings are made (core_layout), in this process and whatever it starts
+    os.environ[page_options.CORE_LAYOUT_ENV] = options["core_layout"]
     presets, initial, hardware = page_options.offered_presets(options)
     settings = page_options.settings_from_options(options)
     from specplay.core.paths import configure_cache_env
