@@ -92,14 +92,43 @@ def detect() -> Hardware:
 class CoreLayout:
     """Where each process runs on a CPU machine: `host` for this process (the page, the pair's loop, output
     handling) and the engines' schedulers (their engine-core processes, which inherit it); the two
-    VLLM_CPU_OMP_THREADS_BIND values for the engines' workers. host None: no pinning, anywhere."""
+    VLLM_CPU_OMP_THREADS_BIND values for the engines' workers. host None: this process unpinned; a bind
+    None: left to vLLM (its default, or the operator's own VLLM_CPU_OMP_THREADS_BIND)."""
 
     host: tuple[int, ...] | None
-    baseline: str
-    speculative: str
+    baseline: str | None
+    speculative: str | None
 
 
-def core_layout(cores: tuple[int, ...]) -> CoreLayout:
+# The operator's choice of layout (app.py --core-layout sets it for the whole process): "fair", the
+# default, keeps the comparison fair (the speedup is what the page teaches); "per-engine" gives each
+# engine's worker its own core, faster in absolute tokens/s on 2 cores but with the app and schedulers
+# floating onto either engine's core; "off" pins nothing and binds nothing.
+CORE_LAYOUT_ENV = "PLAYGROUND_CORE_LAYOUT"
+CORE_LAYOUTS = ("fair", "per-engine", "off")
+DEFAULT_CORE_LAYOUT = "fair"
+
+
+def layout_name(name: str | None = None) -> str:
+    """`name`, else PLAYGROUND_CORE_LAYOUT, else fair; ValueError for anything not in CORE_LAYOUTS."""
+    chosen = (name if name is not None else os.environ.get(CORE_LAYOUT_ENV) or DEFAULT_CORE_LAYOUT).strip().lower()
+    if chosen not in CORE_LAYOUTS:
+        raise ValueError(f"{CORE_LAYOUT_ENV} / --core-layout must be one of {', '.join(CORE_LAYOUTS)}, "
+                         f"not {chosen!r}")
+    return chosen
+
+
+def core_layout(cores: tuple[int, ...], name: str | None = None) -> CoreLayout:
+    """The layout `name` (layout_name: default fair) on these cores."""
+    chosen = layout_name(name)
+    if chosen == "off":
+        return CoreLayout(None, None, None)
+    if len(cores) < 2:  # nothing to split: both engines on the one core
+        return CoreLayout(None, *(str(cores[0]),) * 2) if cores else CoreLayout(None, "0", "0")
+    return _per_engine(cores) if chosen == "per-engine" else _fair(cores)
+
+
+def _fair(cores: tuple[int, ...]) -> CoreLayout:
     """On 2 cores the first is the host's and both workers share the second: a scheduler busy-polls its
     worker (sched_yield) for the whole run, so with one worker per core the running engine's scheduler and
     the app float onto a worker's core and slow that engine (the baseline's step came out dearer than the
@@ -107,16 +136,24 @@ def core_layout(cores: tuple[int, ...]) -> CoreLayout:
     the app; both at once share that core, as they share one GPU. From 3 cores on the first is kept for
     this process and the rest split into disjoint, equal shares (left to default, both engines land on
     core 0 and each runs half as fast)."""
-    if len(cores) < 2:
-        return CoreLayout(None, *(str(cores[0]),) * 2) if cores else CoreLayout(None, "0", "0")
     if len(cores) == 2:
         return CoreLayout((cores[0],), str(cores[1]), str(cores[1]))
-    usable = cores[1:]
-    half = len(usable) // 2
-    return CoreLayout(None, _core_list(usable[:half]), _core_list(usable[half:2 * half]))
+    return _halves(cores[1:])
 
 
-def split_cores(cores: tuple[int, ...]) -> tuple[str, str]:
+def _per_engine(cores: tuple[int, ...]) -> CoreLayout:
+    """Every core split between the two workers, this process and the schedulers unpinned: on 2 cores
+    12-15% more tokens/s for each engine than fair (docs/benchmarks.md, "Fair on 2 cores"), but the
+    app and the busy-polling schedulers then run on the workers' cores, unevenly, and tilt the speedup."""
+    return _halves(cores)
+
+
+def _halves(cores: tuple[int, ...]) -> CoreLayout:
+    half = len(cores) // 2
+    return CoreLayout(None, _core_list(cores[:half]), _core_list(cores[half:2 * half]))
+
+
+def split_cores(cores: tuple[int, ...]) -> tuple[str | None, str | None]:
     """VLLM_CPU_OMP_THREADS_BIND values for baseline and speculative (see core_layout)."""
     layout = core_layout(cores)
     return layout.baseline, layout.speculative

@@ -15,6 +15,7 @@ from typing import AsyncIterator, NamedTuple
 
 from specplay.core.events import EngineSettings, GenerationRequest, SpecDecodeCounters
 from specplay.core.hardware import pin_process
+from specplay.engine import processes
 
 
 class EngineStartError(RuntimeError):
@@ -121,6 +122,11 @@ def checked_prompt_ids(request: GenerationRequest, template_ids, max_model_len: 
     return ids
 
 
+# How long vLLM lets an engine-core process (and it, its worker) end after SIGTERM before killing it:
+# this variable where the settings set it, else vLLM's default for a shutdown without a timeout.
+GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
+VLLM_DEFAULT_GRACE_S = 5.0
+
 # Top candidates per generated token (SamplingParams.logprobs): at the first divergence they tell a near-tie
 # (bf16 rounding, a sampled token) from a bug.
 TOP_LOGPROBS = 5
@@ -180,12 +186,6 @@ def _environment(overrides: dict):
                 os.environ[k] = v
 
 
-def _child_pids() -> set[int]:
-    import psutil
-
-    return {p.pid for p in psutil.Process().children(recursive=True)}
-
-
 class Engine:
     """A started AsyncLLM plus its counters. All async methods run on the event loop that started it."""
 
@@ -196,6 +196,8 @@ class Engine:
         self._counters: _CountersLogger | None = None
         self._tokenizer = None
         self.pids: list[int] = []  # engine-core process(es): what telemetry measures
+        self._processes: list = []  # the same, as psutil processes: what shutdown ends and reaps
+        self._ipc_dir: str | None = None  # this engine's own folder for vLLM's sockets (processes.py)
         self.load_seconds: float | None = None
         self.max_model_len: int = int(settings.engine_args.get("max_model_len") or 0)
         # whether vLLM reports this engine's acceptance per request (set at start; speculative engines only)
@@ -222,11 +224,12 @@ class Engine:
             engine_args.setdefault(PER_REQUEST_METRICS_ARG, "summary")
         self.per_request_metrics = engine_args.get(PER_REQUEST_METRICS_ARG, "none") != "none"
         t0 = time.monotonic()
-        before = _child_pids()
+        before = processes.children()
+        self._ipc_dir = processes.ipc_folder()
         if self.settings.host_cores:  # this process and the engine-core process it spawns keep off the
             pin_process(self.settings.host_cores)  # workers' core (core_layout says why)
         try:
-            with _environment(self.settings.env):
+            with _environment({**self.settings.env, processes.IPC_ENV: self._ipc_dir}):
                 args = AsyncEngineArgs(**engine_args)
                 self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[factory])
                 # vLLM reads VLLM_USE_V2_MODEL_RUNNER lazily: once the environment is restored the config's
@@ -234,7 +237,9 @@ class Engine:
                 self.model_runner = _model_runner(getattr(self._llm, "vllm_config", None))
         except Exception as exc:
             raise EngineStartError(f"{self.role} engine failed to start: {type(exc).__name__}: {exc}") from exc
-        self.pids = sorted(_child_pids() - before)
+        finally:  # a failed start's processes too: shutdown reaps them
+            self._processes = processes.new_children(before)
+        self.pids = sorted(p.pid for p in self._processes)
         self._counters = loggers[0] if loggers else _CountersLogger()
         if not self.settings.engine_args.get("skip_tokenizer_init"):
             tok = self._llm.get_tokenizer()
@@ -313,11 +318,16 @@ class Engine:
         return self._llm is not None and not getattr(self._llm, "errored", False)
 
     def shutdown(self) -> None:
-        if self._llm is not None:
-            # The grace vLLM gives the engine-core process to exit before killing it: the settings' own
-            # VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS where they set one (the CPU engines), else vLLM's default.
-            grace = self.settings.env.get("VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS")
-            try:
+        """Stop the engine through vLLM, then end and reap what it leaves (processes.py says what)."""
+        tree = processes.engine_tree(self._processes)  # now, while a core's children can still be listed
+        try:
+            if self._llm is not None:
+                # The grace vLLM gives the engine-core process to exit before killing it: the settings' own
+                # where they set one (the CPU engines), else vLLM's default.
+                grace = self.settings.env.get(GRACE_ENV)
                 self._llm.shutdown(**({"timeout": float(grace)} if grace else {}))
-            finally:
-                self._llm = None
+        finally:
+            self._llm = None
+            processes.end_and_reap(tree)
+            processes.remove_folder(self._ipc_dir)
+            self._ipc_dir, self._processes = None, []

@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 
+from specplay.core.hardware import CORE_LAYOUT_ENV, CORE_LAYOUTS, layout_name
 from specplay.page.settings import PageSettings
 
 
@@ -41,6 +42,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="no Bench tab: visitors can't hold the engines for a sweep")
     parser.add_argument("--max-run-seconds", type=float, help="stop a run (and a bench) after this long (default: 300)")
     parser.add_argument("--queue-size", type=int, help="runs and switches that may wait (default: 32)")
+    parser.add_argument("--core-layout", choices=CORE_LAYOUTS,
+                        help="CPU engines on 2+ cores: fair (default: app and schedulers on the first core, "
+                             "both workers on the other, so the speedup is fair), per-engine (each worker its "
+                             "own core: faster, less fair), off (no pinning); or PLAYGROUND_CORE_LAYOUT")
     parser.add_argument("--session-capacity", type=int,
                         help="visitors' sessions kept in memory, least recently used dropped first (default: 128)")
     remote = parser.add_argument_group("remote mode: two running `vllm serve` servers instead of in-process "
@@ -64,7 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
             "allow_switching": None, "allow_bench": None, "auth_file": None, "max_run_seconds": 300.0, "queue_size": 32,
-            "session_capacity": 128,
+            "session_capacity": 128, "core_layout": None,
             "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
             "server_pids": None, "model": None, "speculative_config": None, "dtype": "auto", "max_model_len": 4096,
             "load_format": "auto", "memory_split": "0.4,0.45"}
@@ -97,6 +102,8 @@ def resolve_options(args: argparse.Namespace) -> dict:
         options.update(config)
     if os.environ.get("PLAYGROUND_AUTH"):
         options["auth"] = os.environ["PLAYGROUND_AUTH"]
+    if os.environ.get(CORE_LAYOUT_ENV):
+        options["core_layout"] = os.environ[CORE_LAYOUT_ENV]
     options.update(gradio_env())
     options.update({k: v for k, v in vars(args).items() if k in DEFAULTS and v is not None})
     # the file read in its place: --auth on the command line still wins, and a config file's yields to the env
@@ -113,6 +120,10 @@ def resolve_options(args: argparse.Namespace) -> dict:
         if not (sep and user and password):
             raise SystemExit("--auth / PLAYGROUND_AUTH must look like USER:PASS")
         options["auth"] = (user, password)
+    try:
+        options["core_layout"] = layout_name(options["core_layout"])
+    except ValueError as exc:
+        raise SystemExit(f"app.py: {exc}") from None
     if bool(options["baseline_url"]) != bool(options["speculative_url"]):
         raise SystemExit("app.py: remote mode needs both --baseline-url and --speculative-url")
     return options

@@ -5,33 +5,77 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
+from typing import Callable
 
 
-def end_children(grace_s: float = 5.0, rounds: int = 3) -> None:
+def end_children(grace_s: float = 2.0, budget_s: float = 4.0) -> None:
     """Engines still starting can't be shut down through vLLM (their constructor holds the pair's loop), so
-    whatever this process started and is still running is ended here: nothing outlives the app. In rounds:
-    an engine core killed mid-start may have just spawned its worker, which (this process being their
-    subreaper) is re-parented here and found by the next round."""
+    whatever this process started and is still running is ended here: nothing outlives the app. SIGTERM,
+    `grace_s`, then SIGKILL; again for what turns up meanwhile (an engine core killed mid-start may have
+    just spawned its worker, which, this process being their subreaper, is re-parented here), all within
+    `budget_s`: the app's whole stop must fit in docker stop's 10 s even on a starved machine."""
     import psutil
 
-    for _ in range(rounds):
-        # multiprocessing's resource tracker ignores SIGTERM by design and ends when every process holding
-        # its pipe has: it is left to end on its own (and clean up the engines' shared memory on the way)
-        children = [c for c in psutil.Process().children(recursive=True) if not _is_resource_tracker(c)]
-        if not children:
+    deadline = time.monotonic() + budget_s
+    signal_name = "terminate"
+    while True:
+        children = _running_children()
+        if not children or time.monotonic() >= deadline:
             return
         for child in children:
             try:
-                child.terminate()
+                getattr(child, signal_name)()
             except psutil.Error:
                 pass
-        _, alive = psutil.wait_procs(children, timeout=grace_s)
+        wait = min(grace_s if signal_name == "terminate" else 1.0, max(0.1, deadline - time.monotonic()))
+        _, alive = psutil.wait_procs(children, timeout=wait)
+        signal_name = "kill"  # what outlived its grace, and whatever turned up since, gets no second one
         for child in alive:
             try:
                 child.kill()
             except psutil.Error:
                 pass
-        psutil.wait_procs(alive, timeout=1)
+
+
+def _running_children() -> list:
+    """This process's descendants still running: zombies are reaped where they are ours (waiting on one that
+    isn't would spend the whole grace on a process that has already ended), and multiprocessing's resource
+    tracker is left to end on its own (it ignores SIGTERM by design, ends when every process holding its
+    pipe has, and cleans up the engines' shared memory on the way)."""
+    import psutil
+
+    running = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                if child.ppid() == os.getpid():
+                    os.waitpid(child.pid, os.WNOHANG)
+            elif not _is_resource_tracker(child):
+                running.append(child)
+        except (psutil.Error, ChildProcessError):
+            pass
+    return running
+
+
+def stop_deadline(seconds: float, exit_code: Callable[[], int]) -> threading.Timer:
+    """Started when the stop begins: should it still run `seconds` later (a hung engine, or a host so
+    loaded that the app gets a sliver of a core, as a container at nice 19 under load 49 did), every child
+    is killed and the process exits, within docker stop's 10 s rather than by its SIGKILL."""
+    def hard_stop() -> None:
+        print(f"stopping took over {seconds:g} s: killing what is left", file=sys.stderr, flush=True)
+        try:
+            for child in _running_children():
+                child.kill()
+        except Exception:  # exiting matters more than any one child
+            pass
+        exit_now(exit_code())
+
+    timer = threading.Timer(seconds, hard_stop)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 def adopt_orphans() -> None:

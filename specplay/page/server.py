@@ -11,21 +11,27 @@ import sys
 import time
 
 from specplay.page import options as page_options
-from specplay.page.process import adopt_orphans, end_children, exit_now
+from specplay.page.process import adopt_orphans, end_children, exit_now, stop_deadline
 
 GAVE_UP_EXIT = 3  # the exit status after every reload of a dead engine failed
+# The stop's own bound: docker stop sends SIGKILL 10 s after SIGTERM; 2 s are left for the signal to arrive
+# and for the exit to be seen (tini, the container runtime).
+STOP_DEADLINE_S = 8.0
 
 
 def serve(argv=None) -> None:
     """Parse the options, start loading the initial preset and serve the page; on the way out (Ctrl-C,
     SIGTERM, an error) shut both engines down and end every process this one started."""
     options = page_options.resolve_options(page_options.parse_args(argv))
+    # read where engine settings are made (core_layout), in this process and whatever it starts
+    os.environ[page_options.CORE_LAYOUT_ENV] = options["core_layout"]
     presets, initial, hardware = page_options.offered_presets(options)
     settings = page_options.settings_from_options(options)
     from specplay.core.paths import configure_cache_env
 
     configure_cache_env()  # before Gradio is imported: its temp files go into the project's cache too
     from specplay.page import ui
+    from specplay.engine.processes import remove_ipc_folders
     from specplay.page.health import health_route
     from specplay.page.manager import PairManager
 
@@ -51,10 +57,16 @@ def serve(argv=None) -> None:
                   session_capacity=settings.session_capacity)
     finally:
         t0 = time.monotonic()
+        deadline = stop_deadline(STOP_DEADLINE_S, lambda: exit_code[0])
         print("stopping: shutting both engines down", file=sys.stderr, flush=True)
         manager.shutdown()
+        t1 = time.monotonic()
         end_children()
-        print(f"stopped in {time.monotonic() - t0:.1f} s", file=sys.stderr, flush=True)
+        remove_ipc_folders()  # those of engines ended mid-start (a stop during a reload)
+        # each part's time: a slow stop on a loaded host says which part was slow
+        print(f"stopped in {time.monotonic() - t0:.1f} s (engines {t1 - t0:.1f} s, leftover processes "
+              f"{time.monotonic() - t1:.1f} s)", file=sys.stderr, flush=True)
+        deadline.cancel()  # done in time: the caller exits (main) or carries on
 
 
 def main(argv=None) -> None:

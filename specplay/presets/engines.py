@@ -81,9 +81,10 @@ def _engine_env(preset: Preset, role: str, hardware: Hardware) -> dict:
         tp = preset.target.tensor_parallel_size
         first = 0 if role == BASELINE else tp
         return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(first, first + tp)), **env}
-    binds = dict(zip((BASELINE, SPECULATIVE), split_cores(hardware.cpu_cores)))
-    return {**CPU_ENV, "VLLM_CPU_KVCACHE_SPACE": str(preset.memory.cpu_kvcache_space_gib),
-            "VLLM_CPU_OMP_THREADS_BIND": binds[role], **env}
+    bind = dict(zip((BASELINE, SPECULATIVE), split_cores(hardware.cpu_cores)))[role]
+    if bind is not None:  # None (core layout "off"): vLLM's own binding, or the operator's
+        env = {"VLLM_CPU_OMP_THREADS_BIND": bind, **env}
+    return {**CPU_ENV, "VLLM_CPU_KVCACHE_SPACE": str(preset.memory.cpu_kvcache_space_gib), **env}
 
 
 def engine_settings(preset: Preset, hardware: Hardware | None = None) -> tuple[EngineSettings, EngineSettings]:

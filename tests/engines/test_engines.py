@@ -13,6 +13,7 @@ from specplay.engine.vllm_engine import EngineStartError, PromptError
 from specplay.engine.pair import EnginePair
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, StepEvent
 from tests.checks import check_statistics
+from tests.procs import zombie_children
 from tests.prompts import PROMPTS
 
 MAX_TOKENS = 64
@@ -202,6 +203,7 @@ def test_shutdown_leaves_no_engine_process_behind(pair_pool, self_draft_pair):
         alive = [p for p in engine_pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
         time.sleep(0.5)
     assert not alive, f"engine processes still running after shutdown: {alive}"
+    assert zombie_children() == []  # reaped by the shutdown, not only when this process exits
 
 
 def _cmdline(pid: int) -> list[str]:

@@ -5,6 +5,7 @@ per session, ~1-2 min); these tests take about 2-3 more minutes on a 2-core CPU.
 from __future__ import annotations
 
 import csv
+import shutil
 import threading
 import time
 
@@ -263,18 +264,21 @@ def test_killed_engine_is_reported_and_both_engines_come_back(app, role):
 
 
 @pytest.mark.own_engines  # before the app server starts loading in the background
-def test_sigterm_while_loading_leaves_no_engine_process():
+def test_sigterm_while_loading_leaves_no_engine_process_and_no_socket():
     import os
     import subprocess
     import sys
+    import tempfile
 
     import psutil
 
+    from tests.procs import socket_files
     from tests.ui_fixtures import free_port
 
+    tmp = tempfile.mkdtemp(prefix="sp-")  # the app's own temp dir, short (vLLM's sockets go there)
     proc = subprocess.Popen([sys.executable, "app.py", "--presets", "smollm2-ngram", "--port", str(free_port())],
-                            cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+                            cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=tmp),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
         while not engine_core_pids(proc) and time.monotonic() < deadline:  # an engine is loading
@@ -284,9 +288,11 @@ def test_sigterm_while_loading_leaves_no_engine_process():
         proc.terminate()
         left = _running_after(family, 10)
         assert not left, f"still running 10 s after SIGTERM: {_describe(left)}"
+        assert socket_files(tmp) == []  # the loading engine's, though it never shut down
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _describe(pids: list[int]) -> list[str]:

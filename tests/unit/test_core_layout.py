@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from specplay.core.hardware import CORES_ENV, Hardware, core_layout
+from specplay.core.hardware import CORE_LAYOUT_ENV, CORES_ENV, Hardware, core_layout
 from specplay.presets.catalog import engine_settings, load_presets
 
 
@@ -27,6 +27,55 @@ def test_two_cores_give_the_app_one_and_both_workers_the_other(cores):
 
 def test_other_core_counts_leave_the_app_unpinned():
     assert core_layout((0,)).host is None and core_layout((0, 1, 2, 3)).host is None
+
+
+def _cpu_settings(cores, monkeypatch, layout=None):
+    if layout is None:
+        monkeypatch.delenv(CORE_LAYOUT_ENV, raising=False)
+    else:
+        monkeypatch.setenv(CORE_LAYOUT_ENV, layout)
+    return engine_settings(load_presets()["smollm2-ngram"], Hardware(0, None, cores))
+
+
+@pytest.mark.parametrize("layout", [None, "fair", " Fair "])
+def test_fair_is_the_default_layout(monkeypatch, layout):
+    baseline, speculative = _cpu_settings((0, 1), monkeypatch, layout)
+    assert baseline.host_cores == speculative.host_cores == (0,)
+    assert baseline.env["VLLM_CPU_OMP_THREADS_BIND"] == speculative.env["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+
+
+@pytest.mark.parametrize("cores, binds", [((0, 1), ("0", "1")), ((3, 7), ("3", "7")), ((0, 1, 2, 3), ("0-1", "2-3")),
+                                          ((0, 1, 2), ("0", "1")), ((5,), ("5", "5"))])
+def test_per_engine_gives_each_worker_its_own_cores_and_pins_nothing_else(monkeypatch, cores, binds):
+    baseline, speculative = _cpu_settings(cores, monkeypatch, "per-engine")
+    assert (baseline.env["VLLM_CPU_OMP_THREADS_BIND"], speculative.env["VLLM_CPU_OMP_THREADS_BIND"]) == binds
+    assert baseline.host_cores is speculative.host_cores is None  # the app and the schedulers float
+
+
+def test_off_pins_nothing_and_leaves_the_binding_to_vllm(monkeypatch):
+    for settings in _cpu_settings((0, 1), monkeypatch, "off"):
+        assert settings.host_cores is None and "VLLM_CPU_OMP_THREADS_BIND" not in settings.env
+        assert settings.env["VLLM_CPU_KVCACHE_SPACE"]  # the rest of the CPU settings stay
+
+
+def test_an_unknown_layout_is_refused_by_name(monkeypatch):
+    with pytest.raises(ValueError, match="fair, per-engine, off"):
+        _cpu_settings((0, 1), monkeypatch, "fast")
+
+
+def test_the_app_takes_the_layout_from_its_flag_over_the_environment(monkeypatch):
+    from specplay.page.options import parse_args, resolve_options
+
+    monkeypatch.setenv(CORE_LAYOUT_ENV, "off")
+    assert resolve_options(parse_args([]))["core_layout"] == "off"
+    assert resolve_options(parse_args(["--core-layout", "per-engine"]))["core_layout"] == "per-engine"
+    monkeypatch.delenv(CORE_LAYOUT_ENV)
+    assert resolve_options(parse_args([]))["core_layout"] == "fair"
+    monkeypatch.setenv(CORE_LAYOUT_ENV, "fast")
+    with pytest.raises(SystemExit, match="per-engine"):
+        resolve_options(parse_args([]))
+    with pytest.raises(SystemExit):  # argparse's own refusal
+        parse_args(["--core-layout", "fast"])
 
 
 def test_gpu_engines_pin_nothing():

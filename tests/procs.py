@@ -1,0 +1,34 @@
+"""What a test reads off /proc and the temp dir to see what engines left behind: zombies, socket files."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+
+def zombie_children(pid: int | None = None) -> list[str]:
+    """`pid`'s children (default: this process's) in state Z, read from /proc: 'PID NAME' each."""
+    pid = os.getpid() if pid is None else pid
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            text = open(f"/proc/{entry}/stat").read()
+        except (OSError, ValueError):  # not a process, or one that just ended
+            continue
+        state, ppid = text[text.rindex(")") + 2:].split()[:2]
+        if state == "Z" and int(ppid) == pid:
+            found.append(f"{entry} {text[text.index('(') + 1:text.rindex(')')]}")
+    return found
+
+
+def socket_files(folder) -> list[str]:
+    """Every socket file under `folder` (vLLM's ipc:// endpoints), at any depth."""
+    found = []
+    for root, _, names in os.walk(folder):
+        for name in names:
+            try:
+                if stat.S_ISSOCK(os.lstat(os.path.join(root, name)).st_mode):
+                    found.append(os.path.join(root, name))
+            except OSError:  # removed meanwhile
+                pass
+    return found
