@@ -113,7 +113,9 @@ def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
     out = dict(zip(OUTPUTS, job.result(timeout=120)))
     result = out["result"]
     assert result.get("cancelled") is True
-    assert 0 < len(result["baseline"]["token_ids"]) < 900 and len(result["speculative"]["token_ids"]) < 900
+    # the stop cut the baseline short; at the same time the speculative engine, faster, may already have
+    # reached the limit (seen on a clean clone: 501 and 900), but never a token past it
+    assert 0 < len(result["baseline"]["token_ids"]) < 900 and len(result["speculative"]["token_ids"]) <= 900
     if schedule == "sequential":
         assert result["speculative"]["token_ids"] == [] and "nothing to compare yet" in out["badge"]
     assert "Stopped" in out["badge"]
