@@ -17,6 +17,9 @@ files="$requirements pyproject.toml"; [ $with_tests = 1 ] && files="$files requi
 want="$flavour $(cat $files | sha256sum | cut -c1-16)"
 stamp=.venv/.playground-setup
 pip=(.venv/bin/python -m pip --disable-pip-version-check -q)
+# No .pyc for every file of torch and vLLM at install time (minutes of CPU on 2 cores): Python compiles what
+# it imports, once, on first use. (pip reads `compile` from the environment as PIP_COMPILE; 0 turns it off.)
+export PIP_COMPILE=0
 
 if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
   echo "setting up .venv for the $flavour ($files) ..."

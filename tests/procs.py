@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import stat
+import tempfile
 
 
 def zombie_children(pid: int | None = None) -> list[str]:
@@ -32,3 +35,22 @@ def socket_files(folder) -> list[str]:
             except OSError:  # removed meanwhile
                 pass
     return found
+
+
+@contextlib.contextmanager
+def private_temp_dir(monkeypatch):
+    """A temp dir of the test's own, here and in the processes an engine spawns (short: a socket path must fit
+    in 107 bytes), so nothing else's files count."""
+    tmp = tempfile.mkdtemp(prefix="sp-")
+    monkeypatch.setenv("TMPDIR", tmp)
+    monkeypatch.setattr(tempfile, "tempdir", tmp)
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def left_behind(tmp) -> dict:
+    """What a shut-down engine must not leave: zombie children of this process, socket files in `tmp`."""
+    return {key: value for key, value in {"zombies": zombie_children(), "socket files": socket_files(tmp)}.items()
+            if value}

@@ -20,7 +20,7 @@ from typing import Callable, Iterator
 from specplay.core.events import EngineSettings
 from specplay.engine.backends import make_engine
 from specplay.engine.batch import BatchRunner
-from specplay.engine.vllm_engine import GRACE_ENV, VLLM_DEFAULT_GRACE_S, EngineStartError, PromptError
+from specplay.engine.vllm_engine import EngineStartError, PromptError
 from specplay.core.events import (
     BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, GenerationRequest, PairState, RunFinished,
     RunStarted, Schedule, SpecDecodeCounters, StepEvent,
@@ -141,8 +141,9 @@ class EnginePair(BatchRunner):
         """Stop both engine-core processes and the loop thread; nothing is left behind. Bounded (see
         _stop_wait_s): a stop must not hang on an engine; the app ends what outlives it (page/process)."""
         if self._loop.is_running():
+            wait_s = self._stop_wait_s()
             try:
-                self._call(self._shutdown_engines(), timeout=self._stop_wait_s())
+                self._call(self._shutdown_engines(), timeout=wait_s)
             except Exception:
                 pass
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -150,11 +151,9 @@ class EnginePair(BatchRunner):
         self.status.state = PairState.STOPPED
 
     def _stop_wait_s(self) -> float:
-        """vLLM's grace for an engine core (the settings' own, else vLLM's default 5 s), then the reaping
-        after it (Engine.shutdown, up to 2 s), and a margin for a starved machine: 4 s on the CPU."""
-        graces = [float(getattr(e.settings, "env", {}).get(GRACE_ENV) or VLLM_DEFAULT_GRACE_S)
-                  for e in self.engines.values()]
-        return max(graces, default=0.0) + 3.0
+        """The longest engine's grace (vLLM's for its core: 5 s by default), then the reaping after it
+        (Engine.shutdown, up to 2 s), and a margin for a starved machine."""
+        return max((e.stop_grace_s for e in self.engines.values()), default=0.0) + 3.0
 
     async def _shutdown_engines(self) -> None:
         # Both at once, each from a thread (vLLM's shutdown cancels its output task thread-safely): an engine

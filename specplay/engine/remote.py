@@ -185,6 +185,8 @@ class RemoteEngine:
     def is_alive(self) -> bool:
         return self._alive
 
+    stop_grace_s = 0.0  # nothing to wait for: the server outlives this engine
+
     def shutdown(self) -> None:
         """Forget the server (it keeps running: whoever started it stops it)."""
         self._alive = False

@@ -317,14 +317,18 @@ class Engine:
     def is_alive(self) -> bool:
         return self._llm is not None and not getattr(self._llm, "errored", False)
 
+    @property
+    def stop_grace_s(self) -> float:
+        """The grace vLLM gives the engine-core process to exit before killing it: the settings' own where they
+        set one (the CPU engines), else vLLM's default."""
+        return float(self.settings.env.get(GRACE_ENV) or VLLM_DEFAULT_GRACE_S)
+
     def shutdown(self) -> None:
         """Stop the engine through vLLM, then end and reap what it leaves (processes.py says what)."""
         tree = processes.engine_tree(self._processes)  # now, while a core's children can still be listed
         try:
             if self._llm is not None:
-                # The grace vLLM gives the engine-core process to exit before killing it: the settings' own
-                # where they set one (the CPU engines), else vLLM's default.
-                grace = self.settings.env.get(GRACE_ENV)
+                grace = self.settings.env.get(GRACE_ENV)  # unset: vLLM's own default, as vLLM decides it
                 self._llm.shutdown(**({"timeout": float(grace)} if grace else {}))
         finally:
             self._llm = None

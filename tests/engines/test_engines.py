@@ -13,7 +13,7 @@ from specplay.engine.vllm_engine import EngineStartError, PromptError
 from specplay.engine.pair import EnginePair
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, StepEvent
 from tests.checks import check_statistics
-from tests.procs import zombie_children
+from tests.procs import left_behind, private_temp_dir, socket_files, zombie_children
 from tests.prompts import PROMPTS
 
 MAX_TOKENS = 64
@@ -159,6 +159,7 @@ def test_a_compiled_engine_gives_the_eager_engines_tokens(ngram_pair, monkeypatc
         engine = Engine(settings)
         await engine.start()
         try:
+            assert socket_files(tmp), "vLLM put no socket in the temp dir: the check below looks in the wrong place"
             out = []
             for i, request in enumerate(requests):
                 out.append([])
@@ -168,7 +169,9 @@ def test_a_compiled_engine_gives_the_eager_engines_tokens(ngram_pair, monkeypatc
         finally:
             engine.shutdown()
 
-    assert asyncio.run(compiled_tokens()) == eager and all(len(ids) > 8 for ids in eager)
+    with private_temp_dir(monkeypatch) as tmp:
+        assert asyncio.run(compiled_tokens()) == eager and all(len(ids) > 8 for ids in eager)
+        assert not left_behind(tmp)  # a second engine start (test_engine_processes.py has the first)
 
 
 @pytest.mark.own_engines  # before the app server starts loading in the background

@@ -1,6 +1,7 @@
-"""Remote mode on real servers: the default preset's two `vllm serve` processes (CPU build) started by
-`launch`, driven over HTTP as the page drives them, against the in-process pair's tokens and counters, the
-OpenAI client and curl; then one server killed mid-stream. One launched pair for the module."""
+"""Remote mode on real servers: `specplay launch` as a user runs it (the default preset's two `vllm serve`
+processes, CPU build, then the page on them), driven over HTTP as the page drives them, against the
+in-process pair's tokens and counters, the OpenAI client and curl, and through its page; then one server
+killed mid-stream, and SIGTERM to the launch. One launch for the module."""
 
 from __future__ import annotations
 
@@ -28,18 +29,66 @@ def test_reference_run_on_the_in_process_pair(ngram_pair):
     REFERENCE.update(tokens=c.baseline.token_ids, counters=c.counters)
 
 
+class Launched:
+    """`specplay launch` running: its output so far (read by a thread, so the page never blocks on a full
+    pipe), the two servers' URLs and processes, the page's URL, and every process it started."""
+
+    def __init__(self, page_port: int, server_ports: tuple[int, int]):
+        import threading
+
+        self.page_url = f"http://127.0.0.1:{page_port}/"
+        self.urls = {BASELINE: f"http://127.0.0.1:{server_ports[0]}", SPECULATIVE: f"http://127.0.0.1:{server_ports[1]}"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "specplay", "launch", "--preset", "smollm2-ngram",
+                                      "--port", str(page_port), "--server-ports", ",".join(map(str, server_ports))],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.lines: list[str] = []
+        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+        self.servers: dict = {}
+        self.family: list[int] = []
+
+    def wait_ready(self, timeout: float = 600.0) -> "Launched":
+        import time
+
+        import httpx
+        import psutil
+
+        deadline, health = time.monotonic() + timeout, None
+        while time.monotonic() < deadline and health != 200:
+            assert self.proc.poll() is None, "".join(self.lines[-40:])
+            try:
+                health = httpx.get(f"{self.page_url}health", timeout=5).status_code
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        assert health == 200, "".join(self.lines[-40:])  # the page's pair (the two servers) is ready
+        children = psutil.Process(self.proc.pid).children(recursive=True)
+        servers = [p for p in children if "vllm.entrypoints.openai.api_server" in " ".join(p.cmdline())]
+        ports = {p.pid: next(c.laddr.port for c in p.net_connections("tcp") if c.status == "LISTEN") for p in servers}
+        self.servers = {role: next(p for p in servers if f":{ports[p.pid]}" in url) for role, url in self.urls.items()}
+        self.family = [self.proc.pid] + [p.pid for p in children]
+        return self
+
+    def pids(self) -> dict[str, list[int]]:
+        return {role: [p.pid] for role, p in self.servers.items()}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+
+
 @pytest.fixture(scope="module")
 def remote_servers(pair_pool):
-    from specplay.run.launch import launch
-    from tests.ui_fixtures import stop_shared_app
+    """The module's servers: `specplay launch` as a user runs it (two servers, then the page on them)."""
+    from tests.ui_fixtures import free_port, stop_shared_app
 
     pair_pool.close()  # one set of engines on the cores at a time
     stop_shared_app()
-    servers = launch(get_preset("smollm2-ngram"), log=lambda message: None)
-    yield servers
-    servers.stop()
-    for process in servers.processes.values():
-        assert process.poll() is not None  # nothing left running
+    launched = Launched(free_port(), (free_port(), free_port()))
+    try:
+        yield launched.wait_ready()
+    finally:
+        launched.stop()
 
 
 @pytest.fixture(scope="module")
@@ -97,16 +146,24 @@ def test_openai_client_and_curl_give_the_same_tokens(remote_servers, remote_pair
         assert json.loads(out)["choices"][0]["token_ids"] == c.traces[role].token_ids
 
 
-def test_the_page_in_remote_mode_runs_on_the_servers(remote_servers):
-    """`python app.py --baseline-url ... --speculative-url ...`: no engines of its own, the page's run on the
-    two servers, identical, acceptance per request; visitors can't switch presets there."""
-    from specplay.page.live_run import API_OUTPUTS
-    from tests.ui_fixtures import AppServer
+def test_launch_prints_the_curl_lines_and_the_page_command(remote_servers):
+    out = "".join(remote_servers.lines)
+    for role in (BASELINE, SPECULATIVE):
+        assert f"curl -s {remote_servers.urls[role]}/v1/completions" in out, out[-3000:]
+    assert (f"python app.py --preset smollm2-ngram --baseline-url {remote_servers.urls[BASELINE]} "
+            f"--speculative-url {remote_servers.urls[SPECULATIVE]}") in out
 
-    app = AppServer(args=["--preset", "smollm2-ngram", "--baseline-url", remote_servers.urls[BASELINE],
-                          "--speculative-url", remote_servers.urls[SPECULATIVE]], log_name="app_remote.log")
+
+def test_the_page_in_remote_mode_runs_on_the_servers(remote_servers):
+    """The page `launch` started (`specplay.page.server --baseline-url ... --speculative-url ...`, what
+    app.py runs with those options): no engines of its own, the run on the two servers, identical, acceptance
+    per request; visitors can't switch presets there."""
+    from gradio_client import Client
+
+    from specplay.page.live_run import API_OUTPUTS
+
+    client = Client(remote_servers.page_url, verbose=False)
     try:
-        client = app.wait_ready(timeout=120).client()
         out = dict(zip(API_OUTPUTS, client.predict(PROMPT, 48, 0.0, "sequential", api_name="/run")))
         result = out["result"]
         assert result["identical"] and result["speculative"]["acceptance_source"] == PER_REQUEST
@@ -116,7 +173,7 @@ def test_the_page_in_remote_mode_runs_on_the_servers(remote_servers):
         with pytest.raises(Exception, match="not in the list of choices"):  # the servers' preset only
             client.predict("smollm2-self-draft", api_name="/switch_preset")
     finally:
-        app.stop()
+        client.close()
 
 
 @pytest.mark.order(9)  # the module's last: it kills a server
@@ -127,7 +184,7 @@ def test_a_server_killed_mid_stream_is_named_and_the_other_pane_finishes(remote_
         events.append(event)
         spec = [e for e in events if getattr(e, "engine", None) == SPECULATIVE and e.token_ids]
         if not killed and len(spec) >= 3:
-            os.killpg(remote_servers.processes[SPECULATIVE].pid, signal.SIGKILL)
+            os.killpg(remote_servers.servers[SPECULATIVE].pid, signal.SIGKILL)
             killed = True
     finished = events[-1]
     assert isinstance(finished, RunFinished) and killed
@@ -138,44 +195,21 @@ def test_a_server_killed_mid_stream_is_named_and_the_other_pane_finishes(remote_
     assert finished.counters_source in (PER_REQUEST, ENGINE_DELTA)
 
 
-@pytest.mark.order(10)  # after the module's servers are gone: its own two servers and the page
-def test_launch_serves_the_page_on_its_servers_and_sigterm_leaves_nothing(remote_servers):
-    """`specplay launch` as a user runs it: two servers, the curl lines, the page in remote mode; SIGTERM
-    ends the page and both servers (every process of theirs)."""
-    import sys
+@pytest.mark.order(10)  # the module's last: it stops the launch
+def test_sigterm_to_launch_ends_the_page_and_both_servers(remote_servers):
+    """SIGTERM to `specplay launch` ends the page and the servers, every process of theirs (the speculative
+    server was killed by the test before: the baseline's and the page's remain)."""
     import time
 
-    import httpx
     import psutil
 
-    from tests.ui_fixtures import free_port
-
-    remote_servers.stop()  # the module's pair: two sets of servers would fight for the two cores
-    port = free_port()
-    launch = subprocess.Popen([sys.executable, "-m", "specplay", "launch", "--preset", "smollm2-ngram", "--port",
-                               str(port), "--server-ports", f"{free_port()},{free_port()}"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    lines, deadline = [], time.monotonic() + 600
-    try:
-        while time.monotonic() < deadline and not any("the page on servers started elsewhere" in line for line in lines):
-            lines.append(launch.stdout.readline())
-        assert any("curl -s http://127.0.0.1:" in line and "/v1/completions" in line for line in lines), lines
-        health = None
-        while time.monotonic() < deadline and health != 200:
-            try:
-                health = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code
-            except httpx.HTTPError:
-                time.sleep(1)
-        assert health == 200  # the page's pair (the two servers) is ready
-        family = [launch.pid] + [p.pid for p in psutil.Process(launch.pid).children(recursive=True)]
-        servers = [p for p in psutil.Process(launch.pid).children(recursive=True)
-                   if "vllm.entrypoints.openai.api_server" in " ".join(p.cmdline())]
-        assert len(servers) == 2
-    finally:
-        launch.terminate()
-        launch.wait(timeout=60)
+    assert remote_servers.proc.poll() is None  # the launch outlived a dead server (the page reports it)
+    assert len(remote_servers.servers) == 2 and len(remote_servers.family) > 3
+    remote_servers.proc.terminate()
+    assert remote_servers.proc.wait(timeout=60) == 0
     time.sleep(1)
-    left = [pid for pid in family if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    left = [pid for pid in remote_servers.family
+            if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
     assert not left, left
 
 

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from tests.checks import check_draft_model_statistics
+from tests.procs import socket_files, zombie_children
 from tests.prompts import PROMPTS
 from tests.ui_fixtures import ROOT, engine_core_pids
 
@@ -20,6 +21,7 @@ from specplay.page.live_run import API_OUTPUTS as OUTPUTS  # what /run returns, 
 REWRITE = ("Rewrite this sentence in the passive voice: The committee approved the new budget on Monday, and "
            "the mayor signed it the next day.")
 LAYERSKIP_MAX_TOKENS = 64
+STOP_BOUND_S = 10.0  # docker stop's SIGKILL comes 10 s after its SIGTERM
 STORY = "Write a long story about a lighthouse keeper who talks to the sea. Make it at least ten paragraphs."
 
 
@@ -102,20 +104,35 @@ def test_bad_inputs_show_a_message_and_engines_keep_serving(app):
     assert run(client, REWRITE, max_tokens=16)["result"]["identical"] is True
 
 
+STOP_TOKENS = 900  # long enough that Stop lands mid-run even after the test machine froze for seconds
+
+
+def _stopped_mid_run(client, schedule: str, attempts: int = 3) -> dict:
+    """Start a long run, press Stop once it streams, return the run's last frame (by output name). This VM
+    at times freezes a vCPU for 20-60 s while CPU engines run (docs/benchmarks.md, "Seconds-long freezes"),
+    and the engines, in other processes, go on meanwhile: a Stop pressed after 3 tokens may arrive once the
+    baseline has finished. Such a run says nothing about Stop, so it is run again, up to `attempts` times."""
+    for _ in range(attempts):
+        job = client.submit(STORY, STOP_TOKENS, 0.0, schedule, api_name="/run")
+        _wait_streaming(job, "baseline")
+        client.predict(api_name="/stop")
+        out = dict(zip(OUTPUTS, job.result(timeout=300)))
+        if len(out["result"]["baseline"]["token_ids"]) < STOP_TOKENS:  # Stop landed in the baseline's stream
+            return out
+    pytest.fail(f"in {attempts} runs Stop never arrived before the baseline's {STOP_TOKENS} tokens")
+
+
 @pytest.mark.parametrize("schedule", ["concurrent", "sequential"])
 def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
     """Sequential: stopped during the baseline's turn, the speculative engine never starts (it used to run
     to max tokens after the stop)."""
     client = app.client()
-    job = client.submit(STORY, 900, 0.0, schedule, api_name="/run")
-    _wait_streaming(job, "baseline")
-    client.predict(api_name="/stop")
-    out = dict(zip(OUTPUTS, job.result(timeout=120)))
+    out = _stopped_mid_run(client, schedule)
     result = out["result"]
-    assert result.get("cancelled") is True
-    # the stop cut the baseline short; at the same time the speculative engine, faster, may already have
-    # reached the limit (seen on a clean clone: 501 and 900), but never a token past it
-    assert 0 < len(result["baseline"]["token_ids"]) < 900 and len(result["speculative"]["token_ids"]) <= 900
+    assert result.get("cancelled") is True and len(result["baseline"]["token_ids"]) > 0
+    # at the same time the speculative engine, faster, may already have reached the limit (seen on a clean
+    # clone: 501 and 900), but never a token past it
+    assert len(result["speculative"]["token_ids"]) <= STOP_TOKENS
     if schedule == "sequential":
         assert result["speculative"]["token_ids"] == [] and "nothing to compare yet" in out["badge"]
     assert "Stopped" in out["badge"]
@@ -125,16 +142,17 @@ def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
 
 
 def test_a_second_run_of_one_visitor_is_refused_at_once(app):
-    """One pending run per session: a second submission while the first streams is refused, not queued."""
+    """One pending run per session: a second submission while the first streams is refused, not queued
+    (queued, it would be answered only once the first run had ended). Judged by the order of events, not by
+    seconds: the test machine may freeze for many seconds (see _stopped_mid_run)."""
     client = app.client()
-    job = client.submit(STORY, 300, 0.0, "sequential", api_name="/run")
+    job = client.submit(STORY, STOP_TOKENS, 0.0, "sequential", api_name="/run")  # both engines: minutes
     _wait_streaming(job, "baseline")
-    started = time.monotonic()
-    with pytest.raises(Exception):  # 400 "You already have a run waiting or running on this page..."
+    with pytest.raises(Exception, match="400"):  # the join refused: "You already have a run waiting or running..."
         client.predict(REWRITE, 8, 0.0, "sequential", api_name="/run")
-    assert time.monotonic() - started < 10  # at once, not after the first run
+    assert not job.done()  # refused while the first run still streams
     client.predict(api_name="/stop")
-    job.result(timeout=120)
+    job.result(timeout=300)
     assert run(client, REWRITE, max_tokens=8)["result"]["identical"] is True  # the next one is served
 
 
@@ -177,6 +195,16 @@ def test_visitors_at_once_are_served_in_order_with_their_own_outputs(app):
     assert summary["fifo_kept"] and summary["fifo"]["order"] == [0, 1, 2, 3], summary["fifo"]
     assert summary["fifo"]["runs_on_engines"] == 4  # judged on the page's own run numbers
     assert all(v.first_token_at >= v.started_at >= v.clicked_at for v in crowd.visits)
+
+
+def _wait_for_new_engines(client, old_cores, app, timeout=400.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cores = engine_core_pids(app.proc)
+        if len(cores) == 2 and not set(cores) & set(old_cores) and client.predict(api_name="/status")["state"] == "ready":
+            return
+        time.sleep(2)
+    raise AssertionError(f"the engines were not reloaded within {timeout} s")
 
 
 def _switch_to(client, preset) -> None:
@@ -246,21 +274,30 @@ def test_killed_engine_is_reported_and_both_engines_come_back(app, role):
 
     other = "speculative" if role == "baseline" else "baseline"
     client = app.client()
-    cores_before = engine_core_pids(app.proc)  # oldest first: the baseline engine starts first
-    assert len(cores_before) == 2
-    job = client.submit(STORY, 600, 0.0, "concurrent", api_name="/run")
-    _wait_streaming(job, role)
-    os.kill(cores_before[0 if role == "baseline" else 1], signal.SIGKILL)
-    out = dict(zip(OUTPUTS, job.result(timeout=120)))  # an answer, not a hang
+    for _ in range(2):  # again if the kill reached an engine only after the run (a frozen test machine)
+        cores_before = engine_core_pids(app.proc)  # oldest first: the baseline engine starts first
+        assert len(cores_before) == 2
+        sockets_before = socket_files(app.tmp_dir)
+        assert sockets_before, "no vLLM socket in the app's temp dir: the checks below would look elsewhere"
+        job = client.submit(STORY, STOP_TOKENS, 0.0, "concurrent", api_name="/run")
+        _wait_streaming(job, role)
+        os.kill(cores_before[0 if role == "baseline" else 1], signal.SIGKILL)
+        out = dict(zip(OUTPUTS, job.result(timeout=300)))  # an answer, not a hang
+        if out["error"] or len(out["result"][role]["token_ids"]) < STOP_TOKENS:
+            break
+        _wait_for_new_engines(client, cores_before, app)  # the watcher's reload of the idle pair
     assert f"the {role} engine failed" in out["error"] and "reloaded" in out["error"]
     assert "stack trace" not in out["error"]  # nothing that points at a log visitors can't see
     # the other engine was stopped with it, not left generating to max tokens
-    assert len(out["result"][other]["token_ids"]) < 600
+    assert len(out["result"][other]["token_ids"]) < STOP_TOKENS
     status = _wait_for(client, "smollm2-ngram", timeout=400)
     assert status["state"] == "ready", status
     assert app.proc.poll() is None  # the same app brought them back
     cores = engine_core_pids(app.proc)
     assert len(cores) == 2 and not set(cores) & set(cores_before)  # both engines are new
+    assert zombie_children(app.proc.pid) == []  # the old engines' processes were reaped, not left <defunct>
+    sockets = socket_files(app.tmp_dir)  # the old engines' sockets went with their folders: no growth
+    assert len(sockets) == len(sockets_before) and not set(sockets) & set(sockets_before), (sockets_before, sockets)
     again = run(client, REWRITE, max_tokens=32)["result"]
     assert again["identical"] is True and len(again["baseline"]["token_ids"]) > 5
 
@@ -332,11 +369,16 @@ def test_sigterm_after_runs_ends_every_process_within_10_s(app):
     from tests.ui_fixtures import stop_shared_app
 
     family = [app.proc.pid] + [c.pid for c in psutil.Process(app.proc.pid).children(recursive=True)]
-    assert len(engine_core_pids(app.proc)) == 2
+    assert len(engine_core_pids(app.proc)) == 2 and socket_files(app.tmp_dir)
+    started = time.monotonic()
     app.proc.terminate()
-    left = _running_after(family, 10)
+    left = _running_after(family, STOP_BOUND_S)
+    took, code = time.monotonic() - started, app.proc.poll()
+    sockets = socket_files(app.tmp_dir)  # before stop_shared_app removes the folder
     stop_shared_app()
-    assert not left, f"still running 10 s after SIGTERM: {_describe(left)}"
+    print(f"SIGTERM to exit after runs, a kill -9 reload and switches: {took:.2f} s")
+    assert not left, f"still running {STOP_BOUND_S:g} s after SIGTERM: {_describe(left)}"
+    assert code == 0 and sockets == [], (code, sockets)
 
 
 HOSTILE = {

@@ -75,6 +75,8 @@ class _FakeSpecEngine:
     async def abort(self, request_id):
         pass
 
+    stop_grace_s = 0.0
+
     def shutdown(self):
         pass
 

@@ -39,6 +39,8 @@ class _HungEngine:
     async def abort(self, request_id):
         self.aborted.append(request_id)
 
+    stop_grace_s = 0.0
+
     def shutdown(self):
         pass
 
