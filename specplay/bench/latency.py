@@ -83,22 +83,33 @@ def rate_sentences(rows: list[dict]) -> list[dict]:
         group.sort(key=lambda r: rate_value(r["request_rate"]))
         timed = [r for r in group if r.get("speedup") is not None]
         losing = next((r for r in timed if r["speedup"] < 1), None)
-        paying = [r for r in timed if losing is None or rate_value(r["request_rate"]) < rate_value(losing["request_rate"])]
-        if not timed:
-            sentence = "no request rate was timed"
-        elif losing is None:
-            sentence = (f"speculation paid at every rate measured, up to {rate_label(timed[-1]['request_rate'])} "
-                        f"({timed[-1]['speedup']:.2f}×)")
-        elif not paying:
-            sentence = f"speculation didn't pay at any rate measured ({losing['speedup']:.2f}× at {rate_label(losing['request_rate'])})"
-        else:
-            sentence = (f"speculation pays up to {rate_label(paying[-1]['request_rate'])} ({paying[-1]['speedup']:.2f}×) "
-                        f"and stops paying at {rate_label(losing['request_rate'])} ({losing['speedup']:.2f}×): "
-                        "a fuller batch leaves less idle compute for the drafts")
         out.append({"workload": workload, "temperature": temperature, "k": k, "acceptance": acceptance,
-                    "stops_paying_at": None if losing is None else losing["request_rate"], "sentence": sentence})
+                    "stops_paying_at": None if losing is None else losing["request_rate"],
+                    "sentence": _rate_sentence(timed, losing)})
     return out
 
+
+def _rate_sentence(timed: list[dict], losing: dict | None) -> str:
+    def at(row: dict) -> str:
+        return f"{rate_label(row['request_rate'])} ({row['speedup']:.2f}×)"
+
+    if not timed:
+        return "no request rate was timed"
+    if losing is None:
+        return f"speculation paid at every rate measured, up to {at(timed[-1])}"
+    loss_rate = rate_value(losing["request_rate"])
+    paying = [r for r in timed if rate_value(r["request_rate"]) < loss_rate]
+    if paying:
+        sentence = (f"speculation pays up to {at(paying[-1])} and stops paying at {at(losing)}: "
+                    "a fuller batch leaves less idle compute for the drafts")
+    else:
+        sentence = f"speculation lost at the lowest rate measured ({losing['speedup']:.2f}× at {rate_label(losing['request_rate'])})"
+    # A sweep is not always monotonic (bursts of prefill favour the engine that makes more tokens a step).
+    again = [r for r in timed if rate_value(r["request_rate"]) > loss_rate and r["speedup"] >= 1]
+    if again:
+        sentence += (f"; faster again at {', '.join(at(r) for r in again)}: the gain does not fall steadily "
+                     "with the rate here, so repeat the sweep before reading a crossover from it")
+    return sentence
 
 def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, concurrency: int | None = None) -> str:
     """The `vllm bench serve` line that sends this workload file to a running server as the bench did

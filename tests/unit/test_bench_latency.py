@@ -121,3 +121,15 @@ def test_bench_takes_vllm_bench_serve_flag_names_and_the_old_ones():
 
     settings = settings_from_args(new)
     assert settings.request_rate == (1.0, math.inf) and settings.seed == 2 and settings.concurrency == (1, 4)
+
+
+def test_rate_sentence_names_faster_rates_past_the_first_loss():
+    # The H200 sweep of 2026-12-02: 0.80× at 128 req/s, then 1.03× at 256 and 1.38× all at once; the old
+    # sentence said "didn't pay at any rate measured".
+    rows = [{"workload": "token-ids", "temperature": 0.0, "k": 3, "acceptance": 0.7, "request_rate": r, "speedup": s}
+            for r, s in ((128.0, 0.802), (256.0, 1.034), ("inf", 1.379))]
+    [advice] = latency.rate_sentences(rows)
+    assert advice["stops_paying_at"] == 128.0
+    assert "didn't pay at any rate" not in advice["sentence"]
+    assert advice["sentence"].startswith("speculation lost at the lowest rate measured (0.80× at 128 req/s)")
+    assert "faster again at 256 req/s (1.03×), all at once (1.38×)" in advice["sentence"]
