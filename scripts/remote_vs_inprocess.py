@@ -44,8 +44,7 @@ def prompts_for(preset, n: int) -> list:
 
 
 def request_of(prompt, preset, max_tokens: int | None) -> GenerationRequest:
-    return GenerationRequest(prompt=prompt.prompt or "", prompt_token_ids=prompt.prompt_token_ids,
-                             max_tokens=max_tokens or preset.default_max_tokens, ignore_eos=preset.ignore_eos)
+    return prompt.request(max_tokens=max_tokens or preset.default_max_tokens, ignore_eos=preset.ignore_eos)
 
 
 def measure(pair, preset, prompts, repeats: int, max_tokens: int | None) -> list[dict]:

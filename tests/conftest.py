@@ -15,7 +15,7 @@ from pathlib import Path
 # Before anything imports torch: one OpenMP thread per process (each engine is pinned to its own core).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("PLAYGROUND_FORCE_CPU", "1")
-os.environ.setdefault("PLAYGROUND_CPU_EAGER", "1")  # engines start in half the time; a test checks the tokens
+os.environ.setdefault("PLAYGROUND_CPU_EAGER", "1")  # half the start time; test_remote checks compiled tokens
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 # What gradio_client downloads in the tests goes under tests/artifacts, so a test can tell that the app
 # server (which doesn't inherit this) writes nothing to /tmp/gradio.

@@ -355,9 +355,8 @@ class BenchRun:
         """The workload's prompts, cycled up to the concurrency when it is higher, so that c are in flight."""
         prompts = self.prompts[setting.workload]
         count = max(len(prompts), setting.concurrency)
-        return [GenerationRequest(prompt=p.prompt or "", prompt_token_ids=p.prompt_token_ids,
-                                  max_tokens=self.max_tokens, temperature=setting.temperature,
-                                  seed=self.settings.seed + i, ignore_eos=self.preset.ignore_eos)
+        return [p.request(max_tokens=self.max_tokens, temperature=setting.temperature,
+                          seed=self.settings.seed + i, ignore_eos=self.preset.ignore_eos)
                 for i, p in zip(range(count), itertools.cycle(prompts))]
 
     def _measure(self, role: str, setting: Setting):

@@ -22,6 +22,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specplay.core.events import GenerationRequest
 from specplay.core.paths import WORKLOADS_DIR
 
 WORKLOADS = {name: WORKLOADS_DIR / f"{name}.jsonl"
@@ -48,6 +49,10 @@ class WorkloadPrompt:
     def __post_init__(self):
         if (self.prompt is None) == (self.prompt_token_ids is None):
             raise ValueError("a WorkloadPrompt has either a prompt or prompt_token_ids")
+
+    def request(self, **settings) -> GenerationRequest:
+        """This prompt as the engines get it (text or token ids), with the run's settings."""
+        return GenerationRequest(prompt=self.prompt or "", prompt_token_ids=self.prompt_token_ids, **settings)
 
 
 def split_names(text: str) -> list[str]:

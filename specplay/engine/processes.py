@@ -13,12 +13,14 @@ import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 import time
 
 import psutil
 
 IPC_ENV = "VLLM_RPC_BASE_PATH"  # where vLLM puts its ipc:// socket files (vllm.utils.network_utils)
 IPC_PREFIX = "specplay-ipc-"
+LATE_REAP_S = 120.0  # how long a process still running after its kill is watched, to be reaped
 
 
 _FOLDERS: set[str] = set()  # this process's folders not yet removed: an engine killed mid-start keeps its own
@@ -75,7 +77,10 @@ def end_and_reap(processes: list[psutil.Process], grace_s: float = 1.0) -> None:
             p.kill()  # psutil refuses if the pid now belongs to another process
         except psutil.Error:
             pass
-    _settle(left, time.monotonic() + 1.0)
+    late = _settle(left, time.monotonic() + 1.0)
+    if late:  # a killed process can take seconds to die on a busy or frozen host: reap it when it does,
+        threading.Thread(target=_settle, args=(late, time.monotonic() + LATE_REAP_S),  # not leave a zombie
+                         name="reap-late", daemon=True).start()
 
 
 def _settle(processes: list[psutil.Process], deadline: float) -> list[psutil.Process]:

@@ -12,6 +12,7 @@ import pytest
 
 from specplay.bench import latency
 from specplay.bench.runner import BenchRun, BenchSettings, make_plan
+from specplay.bench.workloads import WorkloadPrompt
 from specplay.cli import main as cli
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, SpecDecodeCounters
 from specplay.core.hardware import Hardware
@@ -61,7 +62,7 @@ def test_rate_sweep_rows_sit_beside_the_closed_loop_ones_and_get_their_arrivals(
             return super().run_batch(role, requests, concurrency, cancel)
 
     pair = Pair(preset)
-    bench = BenchRun(pair, preset, settings, {"qa": [type("P", (), {"prompt": "x", "prompt_token_ids": None})()] * 3},
+    bench = BenchRun(pair, preset, settings, {"qa": [WorkloadPrompt("x", prompt="x")] * 3},
                      Hardware(0, None, (0, 1)), warmup=False)
     list(bench.run())
     result = bench.result()
