@@ -2,7 +2,7 @@
 # Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
 # Gradio server, a real headless browser. About 25 minutes on 2 cores, set-up included.
 #   scripts/test.sh            every test (what CI runs)
-#   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): ~1 minute
+#   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): ~2 minutes
 # Other arguments go to pytest (e.g. scripts/test.sh tests/engines -k ngram).
 set -euo pipefail
 cd "$(dirname "$0")/.."
