@@ -24,8 +24,7 @@ os.environ.setdefault("GRADIO_TEMP_DIR", os.path.join(os.path.dirname(__file__),
 import pytest  # noqa: E402
 
 # The in-process pair's presets, in the order the suite visits them (each after the first: one engine swap).
-PAIR_FIXTURES = {"ngram_pair": "smollm2-ngram", "layerskip_pair": "smollm2-layerskip-draft",
-                 "self_draft_pair": "smollm2-self-draft"}
+PAIR_FIXTURES = {"ngram_pair": "smollm2-ngram"}
 
 
 class PairPool:
@@ -84,15 +83,6 @@ def pair_pool():
 def ngram_pair(pair_pool):
     return pair_pool.get("smollm2-ngram")
 
-
-@pytest.fixture
-def layerskip_pair(pair_pool):
-    return pair_pool.get("smollm2-layerskip-draft")
-
-
-@pytest.fixture
-def self_draft_pair(pair_pool):
-    return pair_pool.get("smollm2-self-draft")
 
 
 @pytest.fixture(scope="module")

@@ -111,6 +111,7 @@ def _rate_sentence(timed: list[dict], losing: dict | None) -> str:
                      "with the rate here, so repeat the sweep before reading a crossover from it")
     return sentence
 
+
 def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, concurrency: int | None = None) -> str:
     """The `vllm bench serve` line that sends this workload file to a running server as the bench did
     (the file's `{"prompt": ...}` lines are what `--dataset-name custom` reads)."""
