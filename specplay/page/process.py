@@ -78,15 +78,57 @@ def stop_deadline(seconds: float, exit_code: Callable[[], int]) -> threading.Tim
     return timer
 
 
-def adopt_orphans() -> None:
+ENGINE_PREFIX = "VLLM::"  # how vLLM titles its processes (VLLM::EngineCore, VLLM::Worker...)
+REAP_INTERVAL_S = 2.0
+
+
+def adopt_orphans(interval_s: float = REAP_INTERVAL_S) -> threading.Thread | None:
     """Linux: become the subreaper of everything this process starts, so a process whose parent was killed
-    (an engine core's worker) is re-parented here, where end_children finds it, not to init."""
+    (an engine core's worker) is re-parented here, where end_children finds it, not to init; and, as a
+    subreaper must, reap what is adopted that way once it ends (reap_adopted_orphans), every `interval_s`."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+            return None
     except (OSError, AttributeError):
-        pass
+        return None
+
+    def loop() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                for found in reap_adopted_orphans():
+                    print(f"reaped an orphaned engine process: {found}", file=sys.stderr, flush=True)
+            except Exception:  # the reaper must outlive whatever one look raises
+                pass
+    thread = threading.Thread(target=loop, name="reap-orphans", daemon=True)
+    thread.start()
+    return thread
+
+
+def reap_adopted_orphans() -> list[str]:
+    """Reap this process's ended children that only adoption made ours: vLLM's processes ("VLLM::...",
+    e.g. a killed engine core's worker, left <defunct> otherwise) that multiprocessing doesn't track (its own
+    it reaps itself; taking an exit status from under it would leave its Process waiting forever). Other
+    children are left alone: a subprocess.Popen keeps its exit status. Returns 'PID NAME' for each."""
+    import multiprocessing
+
+    import psutil
+
+    tracked = {p.pid for p in multiprocessing.active_children()}  # after this, a tracked one that ended is reaped
+    reaped = []
+    for child in psutil.Process().children():
+        try:
+            if child.pid in tracked or child.status() != psutil.STATUS_ZOMBIE:
+                continue
+            name = child.name()
+            if name.startswith(ENGINE_PREFIX):
+                os.waitpid(child.pid, os.WNOHANG)
+                reaped.append(f"{child.pid} {name}")
+        except (psutil.Error, ChildProcessError):  # gone meanwhile: reaped by whoever it belonged to
+            pass
+    return reaped
 
 
 def _is_resource_tracker(process) -> bool:
