@@ -204,7 +204,8 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
             f'<div class="ctx"><div><b>baseline:</b> …{common}<mark class="div-b">{_context(pb, index, index + 12)}</mark></div>'
             f'<div><b>speculative:</b> …{common}<mark class="div-s">{_context(ps, index, index + 12)}</mark></div></div>'
             f'<div class="why">{esc(why)}</div>'
-            f'{candidates_html(divergence_candidates(b, s, index))}</div>')
+            # synthetic acceptance emits drafts whatever the model rates them: no near-tie to tell apart
+            f'{"" if synthetic else candidates_html(divergence_candidates(b, s, index))}</div>')
 
 
 NEAR_TIE_NATS = 0.5  # the two sides' picks within this of each other in the baseline's own log-probabilities

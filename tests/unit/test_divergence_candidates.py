@@ -52,6 +52,11 @@ def test_divergence_candidates_reach_the_json_and_the_badge():
     badge = views.badge_html(comparison, {BASELINE: ["a", "b", "c", "d"], SPECULATIVE: ["a", "b", "z", "d"]})
     assert '<table>' in badge and "baseline token" in badge and "-0.720" in badge
     assert "A near-tie" in badge and "0.02 nats" in badge
+    # Synthetic acceptance (dummy presets) emits drafts whatever the model rates them: the H200 screenshot
+    # showed a 'near-tie' table under "outputs differ by design"; no candidates there.
+    synthetic = views.badge_html(comparison, {BASELINE: ["a", "b", "c", "d"], SPECULATIVE: ["a", "b", "z", "d"]},
+                                 synthetic=True)
+    assert views.WHY_SYNTHETIC in synthetic and "<table>" not in synthetic and "near-tie" not in synthetic
     far = views.candidates_html({BASELINE: [["a", -0.1], ["b", -4.0]], SPECULATIVE: [["b", -0.2]]})
     assert "clear preference" in far
     assert "not among the baseline" in views.candidates_html({BASELINE: [["a", -0.1]], SPECULATIVE: [["q", -0.2]]})
