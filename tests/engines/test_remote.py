@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from specplay.core.events import BASELINE, PER_REQUEST, ENGINE_DELTA, SPECULATIVE, GenerationRequest, RunFinished
-from specplay.presets.catalog import CPU_EAGER_ENV, get_preset
+from specplay.presets.catalog import get_preset
 from tests.ui_fixtures import comparison_of
 
 PROMPT = ("Rewrite in formal English: hey, the meeting got moved to thursday because the room was double "
@@ -40,10 +40,7 @@ class Launched:
         self.urls = {BASELINE: f"http://127.0.0.1:{server_ports[0]}", SPECULATIVE: f"http://127.0.0.1:{server_ports[1]}"}
         self.proc = subprocess.Popen([sys.executable, "-m", "specplay", "launch", "--preset", "smollm2-ngram",
                                       "--port", str(page_port), "--server-ports", ",".join(map(str, server_ports))],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                     # compiled, as `vllm serve` runs by default: the identity test below then
-                                     # checks a compiled engine's tokens against the suite's eager ones
-                                     env=dict(os.environ, **{CPU_EAGER_ENV: "0"}))
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
         self.lines: list[str] = []
         threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
         self.servers: dict = {}
@@ -106,14 +103,15 @@ def remote_pair(remote_servers):
 
 
 def test_remote_pair_is_identical_with_the_in_process_pairs_tokens_and_acceptance(remote_servers, remote_pair):
-    """The launched servers run compiled and the in-process pair eager (PLAYGROUND_CPU_EAGER, half the start
-    time): the same tokens from both is also the check that the suite's eager engines stand for the page's."""
+    """The launched servers run eager, as the suite's engines do (PLAYGROUND_CPU_EAGER): compiled, they took
+    299 s to start on a fresh machine (torch.compile's caches cold), 40% of the suite's budget. That compiled
+    engines give the eager ones' tokens is scripts/eager_check.py's (docs/results/cpu-eager-vs-compiled.json)."""
     c = comparison_of(remote_pair.run(REQUEST, schedule="sequential"))
     assert c.identical, c.first_divergence
     assert c.counters_source == PER_REQUEST and c.counters.num_drafts > 0
     assert sum(c.speculative.step_sizes) == len(c.speculative.token_ids)
     info = remote_pair.engine_info()
-    assert not any("--enforce-eager" in p.cmdline() for p in remote_servers.servers.values())  # compiled
+    assert all("--enforce-eager" in " ".join(p.cmdline()) for p in remote_servers.servers.values())  # as set
     assert info[SPECULATIVE]["per_request_metrics"] is True and info[SPECULATIVE]["num_speculative_tokens"] == 4
     if REFERENCE:  # run with the in-process test first (the suite's order): the same tokens, the same counts
         assert c.baseline.token_ids == REFERENCE["tokens"]
