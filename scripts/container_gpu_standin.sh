@@ -7,6 +7,8 @@
 #   scripts/container_gpu_standin.sh            -> localhost/spec-playground:gpu-standin
 # Settings: ENGINE=podman BASE_IMAGE=localhost/debian-base:bookworm STANDIN=localhost/vllm-openai-standin:v0.32.0
 #           IMAGE=localhost/spec-playground:gpu-standin  EXTRA_CA=(pip's global.cert)  RUNTIME=runc
+# Not built on the development machine (2026-12-02): its registry no longer serves torch 2.13.0's pinned
+# nvidia-nccl-cu13==2.29.7, so `pip install vllm==0.32.0` (CUDA) can't resolve there (docs/hosting.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 engine=${ENGINE:-podman}

@@ -1,9 +1,10 @@
 """What the installed vLLM accepts, asked of vLLM itself (not a table of versions): SpeculativeConfig's
-field names and its speculative methods. Presets check their `speculative_config` against these when they
-load, so a typo fails at once instead of minutes later at engine start.
+field names and its speculative methods (presets check their `speculative_config` against these when they
+load, so a typo fails at once instead of minutes later at engine start), and whether its engine arguments
+take per-request spec-decode metrics (the serve lines switch them on).
 
-Importing vllm.config.speculative takes seconds (10-20 s on a busy small CPU), so the answer is kept on
-disk per vLLM build (version + the source file's size and mtime) under the project cache.
+Importing vLLM's config or engine arguments takes seconds (20 s on a small CPU: `serve-cmd` took 26 s), so
+each answer is kept on disk per vLLM build (version + the source file's size and mtime) under the project cache.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ class SpeculativeProbe:
     methods: frozenset[str]  # the values its `method` accepts
 
 
-def _source_file() -> Path | None:
-    """vllm/config/speculative.py, located without importing vLLM (find_spec of a top-level package
+def _source_file(relative: str = "config/speculative.py") -> Path | None:
+    """A file of the installed vLLM, located without importing vLLM (find_spec of a top-level package
     doesn't run it)."""
     try:
         spec = importlib.util.find_spec("vllm")
@@ -36,7 +37,7 @@ def _source_file() -> Path | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    path = Path(next(iter(spec.submodule_search_locations))) / "config" / "speculative.py"
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
     return path if path.is_file() else None
 
 
@@ -49,10 +50,18 @@ def _version() -> str:
     return "unknown"
 
 
-def _cache_path(source: Path) -> Path:
+def _cache_path(source: Path, kind: str = "speculative") -> Path:
     stat = source.stat()
     key = f"{_version()}:{source}:{stat.st_size}:{stat.st_mtime_ns}"
-    return CACHE_DIR / "probes" / f"speculative-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    return CACHE_DIR / "probes" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _keep(cache: Path, data: dict) -> None:
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(data))
+    except OSError:  # a read-only cache: ask again next time
+        pass
 
 
 def _literal_values(annotation) -> list[str]:
@@ -85,12 +94,31 @@ def speculative_probe() -> SpeculativeProbe | None:
         pass
     probe = _ask_vllm()
     if probe is not None:
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps({"fields": sorted(probe.fields), "methods": sorted(probe.methods)}))
-        except OSError:  # a read-only cache: ask again next time
-            pass
+        _keep(cache, {"fields": sorted(probe.fields), "methods": sorted(probe.methods)})
     return probe
+
+
+@lru_cache(maxsize=1)
+def per_request_metrics_supported() -> bool:
+    """Whether the installed vLLM takes per-request spec-decode metrics (`--per-request-spec-decode-metrics`,
+    0.29 and later): the engine argument exists, asked of vLLM's AsyncEngineArgs once per vLLM build."""
+    source = _source_file("engine/arg_utils.py")
+    if source is None:
+        return False
+    cache = _cache_path(source, "engine-args")
+    try:
+        return bool(json.loads(cache.read_text())["per_request_metrics"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        from vllm import AsyncEngineArgs
+    except Exception:  # not installed, or a broken install: no such flag
+        return False
+    from specplay.engine.vllm_engine import supports_per_request_metrics
+
+    answer = supports_per_request_metrics(AsyncEngineArgs)
+    _keep(cache, {"per_request_metrics": answer})
+    return answer
 
 
 def speculative_config_fields() -> frozenset[str] | None:

