@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
-# Gradio server, a real headless browser. About 25 minutes on 2 cores, set-up included.
+# Gradio server, a real headless browser. About 26 minutes on 2 cores from a clean clone, set-up included (measured 2026-12-02).
 #   scripts/test.sh            every test (what CI runs)
-#   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): ~2 minutes
+#   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): ~2.5 minutes
 # Other arguments go to pytest (e.g. scripts/test.sh tests/engines -k ngram).
 set -euo pipefail
 cd "$(dirname "$0")/.."
