@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from specplay.core.paths import CACHE_DIR
 
@@ -80,45 +81,49 @@ def _ask_vllm() -> SpeculativeProbe | None:
                             frozenset(_literal_values(SpeculativeMethod)))
 
 
+def _kept(relative: str, kind: str, keys: tuple[str, ...], ask: Callable[[], dict | None]) -> dict | None:
+    """An answer about the vLLM build whose file `relative` is: from its file under the cache when that holds
+    `keys`, else `ask()`'s (kept there for next time); None without vLLM or when ask() has no answer."""
+    source = _source_file(relative)
+    if source is None:
+        return None
+    cache = _cache_path(source, kind)
+    try:
+        data = json.loads(cache.read_text())
+        if isinstance(data, dict) and all(key in data for key in keys):
+            return data
+    except (OSError, ValueError):
+        pass
+    data = ask()
+    if data is not None:
+        _keep(cache, data)
+    return data
+
+
 @lru_cache(maxsize=1)
 def speculative_probe() -> SpeculativeProbe | None:
     """The installed vLLM's SpeculativeConfig fields and methods; None when vLLM isn't importable."""
-    source = _source_file()
-    if source is None:
-        return None
-    cache = _cache_path(source)
-    try:
-        data = json.loads(cache.read_text())
-        return SpeculativeProbe(frozenset(data["fields"]), frozenset(data["methods"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    probe = _ask_vllm()
-    if probe is not None:
-        _keep(cache, {"fields": sorted(probe.fields), "methods": sorted(probe.methods)})
-    return probe
+    def ask() -> dict | None:
+        probe = _ask_vllm()
+        return None if probe is None else {"fields": sorted(probe.fields), "methods": sorted(probe.methods)}
+    data = _kept("config/speculative.py", "speculative", ("fields", "methods"), ask)
+    return None if data is None else SpeculativeProbe(frozenset(data["fields"]), frozenset(data["methods"]))
 
 
 @lru_cache(maxsize=1)
 def per_request_metrics_supported() -> bool:
     """Whether the installed vLLM takes per-request spec-decode metrics (`--per-request-spec-decode-metrics`,
     0.29 and later): the engine argument exists, asked of vLLM's AsyncEngineArgs once per vLLM build."""
-    source = _source_file("engine/arg_utils.py")
-    if source is None:
-        return False
-    cache = _cache_path(source, "engine-args")
-    try:
-        return bool(json.loads(cache.read_text())["per_request_metrics"])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        from vllm import AsyncEngineArgs
-    except Exception:  # not installed, or a broken install: no such flag
-        return False
-    from specplay.engine.vllm_engine import supports_per_request_metrics
+    def ask() -> dict | None:
+        try:
+            from vllm import AsyncEngineArgs
+        except Exception:  # not installed, or a broken install: no such flag
+            return None
+        from specplay.engine.vllm_engine import supports_per_request_metrics
 
-    answer = supports_per_request_metrics(AsyncEngineArgs)
-    _keep(cache, {"per_request_metrics": answer})
-    return answer
+        return {"per_request_metrics": supports_per_request_metrics(AsyncEngineArgs)}
+    data = _kept("engine/arg_utils.py", "engine-args", ("per_request_metrics",), ask)
+    return bool(data and data["per_request_metrics"])
 
 
 def speculative_config_fields() -> frozenset[str] | None:
