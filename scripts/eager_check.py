@@ -25,9 +25,9 @@ def worker(preset_name: str, n: int, max_tokens: int) -> dict:
     """In this process: start the pair, run each prompt one engine after the other, return the token ids."""
     sys.path.insert(0, str(ROOT))
     from specplay.bench.workloads import load_workload
-    from specplay.core.events import BASELINE, SPECULATIVE
+    from specplay.core.events import BASELINE, SPECULATIVE, Schedule
     from specplay.presets.catalog import get_preset
-    from specplay.run.comparison import Comparison
+    from specplay.run import stream
     from specplay.run.pairs import open_pair
 
     t0 = time.monotonic()
@@ -38,9 +38,9 @@ def worker(preset_name: str, n: int, max_tokens: int) -> dict:
     try:
         for workload in WORKLOADS:
             for prompt in load_workload(workload, n):
-                c = Comparison()
-                for event in pair.run(prompt.request(max_tokens=max_tokens), schedule="sequential"):
-                    c.add(event)
+                c = stream.compare(pair, prompt.request(max_tokens=max_tokens), Schedule.SEQUENTIAL)
+                if c.finished is None or c.finished.error:  # two empty outputs must not pass for identical ones
+                    raise SystemExit(f"{prompt.id}: the run failed: {c.finished and c.finished.error}")
                 runs[prompt.id] = {role: list(c.traces[role].token_ids) for role in (BASELINE, SPECULATIVE)}
     finally:
         pair.shutdown()
