@@ -72,7 +72,7 @@ USER playground
 # The offline model is converted at build time, so the container starts without the hub.
 RUN python3 -m specplay prepare && chmod -R g+rwX .cache && rm -rf /tmp/torchinductor_*
 EXPOSE 7860
-# Alive while /health says ok, loading or recovering (a reload after an engine died: 137-163 s on a CPU,
+# Alive while /health says ok, loading or recovering (a reload of the engine that died: ~50 s on 2 CPU cores,
 # retried 3 times with backoff before the app exits non-zero); dead on "error" or no answer. The engines take
 # minutes to start on a small CPU, hence the start period; 6 retries 30 s apart outlast a switch's reload.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=600s --retries=6 \

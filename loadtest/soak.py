@@ -31,6 +31,9 @@ class Plan:
     max_tokens: int = 32
     stop_every: int = 5  # every 5th run is stopped with Stop once it streams
     abandon_every: int = 7  # every 7th is abandoned mid-run (a run both 5th and 7th is abandoned)
+    # max tokens of the runs to be stopped or abandoned (0: max_tokens): long enough that Stop lands while
+    # they stream, not after a short run has ended (then read as a full run: nothing to stop)
+    interrupted_tokens: int = 0
     sample_every: int = 100
     warmup_runs: int = 200
     run_timeout_s: float = 300.0
@@ -43,6 +46,9 @@ class Plan:
         if self.stop_every and number % self.stop_every == 0:
             return STOP
         return FULL
+
+    def tokens(self, kind: str) -> int:
+        return self.interrupted_tokens if kind != FULL and self.interrupted_tokens else self.max_tokens
 
 
 @dataclass(frozen=True)
@@ -231,7 +237,7 @@ class Soak:
 
 def one_run(c, prompt: str, plan: Plan, kind: str) -> dict:
     """One run of `kind`: {"outcome", "tokens", "error"}."""
-    job = c.submit(prompt, plan.max_tokens, 0.0, plan.schedule, api_name="/run")
+    job = c.submit(prompt, plan.tokens(kind), 0.0, plan.schedule, api_name="/run")
     if kind != FULL and not wait_streaming(job, plan.run_timeout_s):
         kind = FULL  # finished before it streamed: nothing to stop (read as a full run)
     if kind == ABANDON:

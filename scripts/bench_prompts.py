@@ -61,21 +61,83 @@ def gpu_memory_gib(pair) -> dict:
         reader.close()
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--presets", default="smollm2-ngram")
     p.add_argument("--prompts", default="examples,code:3,chat:3,rewrite:2,qa:2")
     p.add_argument("--max-tokens", type=int, default=512)
     p.add_argument("--out", required=True)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
+
+def request_for(text, preset, max_tokens: int):
+    """Token ids (`tokens:N`, for presets without a tokenizer) stop at ignore_eos as the preset says; text
+    stops naturally."""
+    from specplay.core.events import GenerationRequest
+
+    return (GenerationRequest(prompt="", prompt_token_ids=tuple(text), max_tokens=max_tokens,
+                              ignore_eos=preset.ignore_eos) if isinstance(text, list)
+            else GenerationRequest(prompt=text, max_tokens=max_tokens))
+
+
+def prompt_row(pair, preset, hardware, label: str, request) -> dict:
+    """One prompt through both engines, one after the other: its identity, speedup and explanation."""
     from specplay.cli.compare import step_floor_s
+    from specplay.core.events import Schedule
     from specplay.run import stream
-    from specplay.run.pairs import open_pair, switch_in_place
     from specplay.run.result import RunResult
-    from specplay.core.events import GenerationRequest, Schedule
+
+    comparison = stream.compare(pair, request, Schedule.SEQUENTIAL,
+                                num_speculative_tokens=preset.num_speculative_tokens)
+    typed = RunResult.of(comparison, preset, device=hardware.device, engines=pair.engine_info(),
+                         step_floor_s=step_floor_s(preset, hardware))
+    result = typed.to_json()
+    row = {"prompt": label, "identical": result["identical"],
+           "first_divergence": result["first_divergence"],
+           "tokens": [len(result[r]["token_ids"]) for r in ("baseline", "speculative")],
+           "speedup": result["speedup"], "tokens_per_step_ratio": result["tokens_per_step_ratio"],
+           "step_cost_ratio": result["step_cost_ratio"],
+           "acceptance_rate": result["speculative"]["acceptance_rate"],
+           "tokens_per_s": [result[r]["tokens_per_s"] for r in ("baseline", "speculative")],
+           "step_ms": [round((result[r]["step_seconds"] or 0) * 1000, 3) for r in ("baseline", "speculative")],
+           "explanation": typed.explanation}
+    if not result["identical"]:
+        row["divergence_context"] = result.get("divergence_context")
+    return row
+
+
+def preset_rows(pair, name: str, preset, hardware, prompts, max_tokens: int) -> list[dict]:
+    rows = []
+    for label, text in prompts:
+        row = prompt_row(pair, preset, hardware, label, request_for(text, preset, max_tokens))
+        rows.append(row)
+        print(f"{name} {label}: identical={row['identical']} speedup={row['speedup']} "
+              f"({row['tokens_per_step_ratio']} / {row['step_cost_ratio']}) {row['tokens']}", flush=True)
+    return rows
+
+
+def preset_record(pair, preset, hardware, rows: list[dict]) -> dict:
+    """A preset's summary over its prompts, with its engines and (on a GPU) their memory."""
+    from specplay.presets.catalog import dtype_for
+
+    speedups = [r["speedup"] for r in rows if r["speedup"]]
+    memory = gpu_memory_gib(pair) if hardware.device == "gpu" else None
+    return {
+        "dtype": dtype_for(preset, hardware.device), "engines": pair.engine_info(),
+        "identical": f"{sum(r['identical'] for r in rows)}/{len(rows)}",
+        "speedup_median": round(statistics.median(speedups), 3) if speedups else None,
+        "speedup_range": [min(speedups), max(speedups)] if speedups else None,
+        "load_seconds": pair.status.load_seconds, "gpu_memory_gib": memory,
+        "tensor_parallel_size": preset.target.get("tensor_parallel_size", 1), "rows": rows,
+    }
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+
+    from specplay.run.pairs import open_pair, switch_in_place
     from specplay.core.hardware import detect
-    from specplay.presets.catalog import dtype_for, get_preset
+    from specplay.presets.catalog import get_preset
 
     hardware = detect()
     prompts = prompt_list(args.prompts)
@@ -85,47 +147,16 @@ def main(argv=None) -> int:
     try:
         for name in args.presets.split(","):
             preset = get_preset(name)
+            # presets sharing a target keep the resident pair (its baseline engine); others get a new one
             if pair is None or not switch_in_place(pair, preset, hardware, log=lambda m: print(m, file=sys.stderr)):
                 if pair is not None:
                     pair.shutdown()
                 pair = open_pair(preset, hardware)
                 pair.start()
-            rows = []
-            for label, text in prompts:
-                request = (GenerationRequest(prompt="", prompt_token_ids=tuple(text), max_tokens=args.max_tokens,
-                                             ignore_eos=preset.ignore_eos) if isinstance(text, list)
-                           else GenerationRequest(prompt=text, max_tokens=args.max_tokens))
-                comparison = stream.compare(pair, request, Schedule.SEQUENTIAL,
-                                            num_speculative_tokens=preset.num_speculative_tokens)
-                typed = RunResult.of(comparison, preset, device=hardware.device, engines=pair.engine_info(),
-                                     step_floor_s=step_floor_s(preset, hardware))
-                result = typed.to_json()
-                row = {"prompt": label, "identical": result["identical"],
-                       "first_divergence": result["first_divergence"],
-                       "tokens": [len(result[r]["token_ids"]) for r in ("baseline", "speculative")],
-                       "speedup": result["speedup"], "tokens_per_step_ratio": result["tokens_per_step_ratio"],
-                       "step_cost_ratio": result["step_cost_ratio"],
-                       "acceptance_rate": result["speculative"]["acceptance_rate"],
-                       "tokens_per_s": [result[r]["tokens_per_s"] for r in ("baseline", "speculative")],
-                       "step_ms": [round((result[r]["step_seconds"] or 0) * 1000, 3) for r in ("baseline", "speculative")],
-                       "explanation": typed.explanation}
-                if not result["identical"]:
-                    row["divergence_context"] = result.get("divergence_context")
-                rows.append(row)
-                print(f"{name} {label}: identical={row['identical']} speedup={row['speedup']} "
-                      f"({row['tokens_per_step_ratio']} / {row['step_cost_ratio']}) {row['tokens']}", flush=True)
-            speedups = [r["speedup"] for r in rows if r["speedup"]]
-            memory = gpu_memory_gib(pair) if hardware.device == "gpu" else None
-            report["presets"][name] = {
-                "dtype": dtype_for(preset, hardware.device), "engines": pair.engine_info(),
-                "identical": f"{sum(r['identical'] for r in rows)}/{len(rows)}",
-                "speedup_median": round(statistics.median(speedups), 3) if speedups else None,
-                "speedup_range": [min(speedups), max(speedups)] if speedups else None,
-                "load_seconds": pair.status.load_seconds, "gpu_memory_gib": memory,
-                "tensor_parallel_size": preset.target.get("tensor_parallel_size", 1), "rows": rows,
-            }
-            print(f"{name}: identical {report['presets'][name]['identical']}, speedup median "
-                  f"{report['presets'][name]['speedup_median']} range {report['presets'][name]['speedup_range']}")
+            rows = preset_rows(pair, name, preset, hardware, prompts, args.max_tokens)
+            record = report["presets"][name] = preset_record(pair, preset, hardware, rows)
+            print(f"{name}: identical {record['identical']}, speedup median "
+                  f"{record['speedup_median']} range {record['speedup_range']}")
     finally:
         if pair is not None:
             pair.shutdown()

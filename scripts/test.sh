@@ -13,4 +13,9 @@ if [ "${1:-}" = "--quick" ]; then
   shift
   exec .venv/bin/python -m pytest -q -rs -m "not engines and not page and not own_engines" tests/unit tests/container "$@"
 fi
-exec .venv/bin/python -m pytest -v -rs --durations=25 tests "$@"
+# The whole of tests/ unless a test path is given (scripts/test.sh tests/engines -k ngram runs only that)
+where=(tests)
+for arg in "$@"; do
+  if [ -e "${arg%%::*}" ]; then where=(); break; fi
+done
+exec .venv/bin/python -m pytest -v -rs --durations=25 "${where[@]}" "$@"

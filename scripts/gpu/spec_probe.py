@@ -31,63 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def preset_model(name: str) -> str:
-    """A config-only model folder of the project's presets (presets/models/ when these runs were made; the
-    package restructuring moves them to specplay/presets/data/models/, same files)."""
-    for base in ("presets/models", "specplay/presets/data/models"):
-        if (ROOT / base / name / "config.json").exists():
-            return str(ROOT / base / name)
-    raise FileNotFoundError(f"no config.json for {name} under presets/models or specplay/presets/data/models")
-
-
-TARGET_8B = preset_model("llama-3.1-8b-shaped")
-DRAFT_1B = preset_model("llama-3.2-1b-shaped")
-EAGLE = preset_model("eagle-llama3-8b-head")
-EAGLE3 = preset_model("eagle3-llama3.1-8b-head")
-PARD_1B = str(ROOT / "scripts/gpu/probe-models/pard-llama-3.2-1b-shaped")
-MIMO = str(ROOT / "scripts/gpu/probe-models/mimo-7b-mtp-shaped")
-
-
-def rates(a: float, k: int) -> list[float]:
-    return [round(a ** (i + 1), 6) for i in range(k)]
-
-
-def spec(method: str, k: int, a: float = 0.7, **extra) -> dict:
-    d = {"method": method, "num_speculative_tokens": k, "rejection_sample_method": "synthetic",
-         "synthetic_acceptance_rates": rates(a, k)}
-    d.update(extra)
-    return d
-
-
-# name -> (target, speculative_config or None, env for the whole process, baseline name for ×)
-CONFIGS: dict[str, dict] = {
-    "baseline": dict(target=TARGET_8B, spec=None),
-    "draft-k3-v2": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B)),
-    "draft-k3-v1": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B),
-                        env={"VLLM_USE_V2_MODEL_RUNNER": "0"}),
-    "draft-k3-v1-during-start": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B),
-                                     v1_during_start=True),
-    "draft-k3-v1-noasync": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B),
-                                env={"VLLM_USE_V2_MODEL_RUNNER": "0"}, engine={"async_scheduling": False}),
-    "pard-k5": dict(target=TARGET_8B, spec=spec("draft_model", 5, model=PARD_1B, parallel_drafting=True)),
-    "pard-k7": dict(target=TARGET_8B, spec=spec("draft_model", 7, model=PARD_1B, parallel_drafting=True)),
-    "pard-k8": dict(target=TARGET_8B, spec=spec("draft_model", 8, model=PARD_1B, parallel_drafting=True)),
-    "eagle-k3": dict(target=TARGET_8B, spec=spec("eagle", 3, model=EAGLE)),
-    "eagle3-k5": dict(target=TARGET_8B, spec=spec("eagle3", 5, model=EAGLE3)),
-    "ngram-k4": dict(target=TARGET_8B, spec=spec("ngram", 4, prompt_lookup_max=4, prompt_lookup_min=2)),
-    "ngram-k4-v1": dict(target=TARGET_8B, spec=spec("ngram", 4, prompt_lookup_max=4, prompt_lookup_min=2),
-                        env={"VLLM_USE_V2_MODEL_RUNNER": "0"}),
-    "ngram_gpu-k4": dict(target=TARGET_8B, spec=spec("ngram_gpu", 4, prompt_lookup_max=4, prompt_lookup_min=2)),
-    "mimo-baseline": dict(target=MIMO, spec=None),
-    "mtp-k1": dict(target=MIMO, spec=spec("mtp", 1)),
-    "mtp-k3": dict(target=MIMO, spec=spec("mtp", 3)),
-    "suffix": dict(target=TARGET_8B, spec={"method": "suffix", "num_speculative_tokens": 4}),
-}
-for _name, _c in CONFIGS.items():
-    _c.setdefault("baseline", "mimo-baseline" if _c["target"] == MIMO else "baseline")
+# the named configs live beside this script (run as a file, its folder is on sys.path)
+from probe_configs import CONFIGS, rates
 
 
 def make_prompts(n: int, length: int, period: int, seed: int = 17) -> list[list[int]]:
@@ -177,7 +122,7 @@ def one_run(llm, prompts, sp):
             "acceptance_rate": round(acc / dtoks, 3) if dtoks else None}
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", help="a name from --list")
     ap.add_argument("--list", action="store_true")
@@ -208,12 +153,12 @@ def main() -> int:
     ap.add_argument("--profile-dir", help="after the timed runs, one batch-1 run of --profile-tokens under vLLM's "
                     "torch profiler (profiler_config), trace written here (scripts/gpu/step_profile.py reads it)")
     ap.add_argument("--profile-tokens", type=int, default=64)
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    if args.list:
-        for n, c in CONFIGS.items():
-            print(n, json.dumps({k: v for k, v in c.items() if k != "target"} | {"target": Path(c["target"]).name}))
-        return 0
+
+def probe_config(args) -> tuple[dict, str, dict | None, bool]:
+    """The named config with the command line's overrides: (config, name, speculative_config, v1_during_start);
+    sets the config's env in this process, before vLLM is imported."""
     cfg = dict(CONFIGS[args.config])
     name = args.name or args.config
     for k, v in cfg.get("env", {}).items():
@@ -232,12 +177,10 @@ def main() -> int:
             sc["synthetic_acceptance_rates"] = rates(args.acceptance, sc["num_speculative_tokens"])
         else:
             sc.pop("synthetic_acceptance_rates", None)
-    v1_during_start = args.v1_during_start or cfg.get("v1_during_start", False)
+    return cfg, name, sc, args.v1_during_start or cfg.get("v1_during_start", False)
 
-    import torch
-    import vllm
-    from vllm import LLM
 
+def engine_kwargs(args, cfg: dict, sc: dict | None, name: str) -> dict:
     engine_kw = dict(model=cfg["target"], load_format="dummy", dtype="bfloat16", skip_tokenizer_init=True,
                      max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs,
                      max_num_batched_tokens=args.max_num_batched_tokens,
@@ -256,44 +199,43 @@ def main() -> int:
         pc = {"profiler": "torch", "torch_profiler_dir": str(Path(args.profile_dir).resolve() / name),
               "torch_profiler_with_stack": False, "ignore_frontend": True}
         engine_kw["profiler_config"] = {k: v for k, v in pc.items() if k in known}  # older vLLMs lack some keys
-    result = {"name": name, "config": args.config, "baseline": cfg["baseline"], "vllm": vllm.__version__,
-              "torch": torch.__version__, "engine_args": {k: v for k, v in engine_kw.items()},
-              "process_env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_FLASHINFER_SAMPLER")},
-              "v1_during_start": v1_during_start, "batches": {}, "status": "starting"}
+    return engine_kw
+
+
+def spec_keys_present() -> dict | str:
+    """Whether the installed vLLM's SpeculativeConfig has the keys these configs use."""
     try:
         import vllm.config.speculative as vcs
         fields = getattr(vcs.SpeculativeConfig, "__dataclass_fields__", None) or getattr(
             vcs.SpeculativeConfig, "model_fields", {})
-        result["spec_keys_present"] = {k: k in fields for k in (
+        return {k: k in fields for k in (
             "rejection_sample_method", "synthetic_acceptance_rates", "parallel_drafting")}
     except Exception as e:  # noqa: BLE001
-        result["spec_keys_present"] = repr(e)
+        return repr(e)
 
-    def write():
-        if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(json.dumps(result, indent=1, default=str) + "\n")
 
-    if args.dry_config:
-        from vllm.engine.arg_utils import EngineArgs
-        ea = EngineArgs(**{k: v for k, v in engine_kw.items()})
-        vc = ea.create_engine_config()
-        print(json.dumps({"name": name, "runner": runner_of(vc),
-                          "async_scheduling": vc.scheduler_config.async_scheduling,
-                          "speculative_config": repr(vc.speculative_config),
-                          "parallel_drafting": getattr(vc.speculative_config, "parallel_drafting", None),
-                          "rates": getattr(vc.speculative_config, "synthetic_acceptance_rates", None),
-                          "draft_arch": getattr(getattr(vc.speculative_config, "draft_model_config", None),
-                                                "architectures", None)}, default=str))
-        return 0
+def print_dry_config(engine_kw: dict, name: str) -> None:
+    from vllm.engine.arg_utils import EngineArgs
+    ea = EngineArgs(**{k: v for k, v in engine_kw.items()})
+    vc = ea.create_engine_config()
+    print(json.dumps({"name": name, "runner": runner_of(vc),
+                      "async_scheduling": vc.scheduler_config.async_scheduling,
+                      "speculative_config": repr(vc.speculative_config),
+                      "parallel_drafting": getattr(vc.speculative_config, "parallel_drafting", None),
+                      "rates": getattr(vc.speculative_config, "synthetic_acceptance_rates", None),
+                      "draft_arch": getattr(getattr(vc.speculative_config, "draft_model_config", None),
+                                            "architectures", None)}, default=str))
 
+
+def start_llm(llm_class, engine_kw: dict, v1_during_start: bool, result: dict, write):
+    """LLM(**engine_kw), its load time in result; a failed start written to the result before it is raised."""
     t0 = time.perf_counter()
     try:
         if v1_during_start:
             saved = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
             os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
             try:
-                llm = LLM(**engine_kw)
+                llm = llm_class(**engine_kw)
                 result["runner_frontend_during_start"] = runner_of(llm.llm_engine.vllm_config)
             finally:
                 if saved is None:
@@ -301,12 +243,20 @@ def main() -> int:
                 else:
                     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = saved
         else:
-            llm = LLM(**engine_kw)
+            llm = llm_class(**engine_kw)
     except Exception as e:  # noqa: BLE001
         result.update(status="start failed", error=f"{type(e).__name__}: {e}"[:4000])
         write()
         raise
     result["load_s"] = round(time.perf_counter() - t0, 1)
+    return llm
+
+
+def describe_engine(llm, result: dict) -> None:
+    """What vLLM made of the config: model runner, async scheduling, the resolved speculative config, CUDA graphs,
+    the worker's classes, the GPU memory left."""
+    import torch
+
     vc = llm.llm_engine.vllm_config
     result["runner_frontend"] = runner_of(vc)
     result["async_scheduling"] = vc.scheduler_config.async_scheduling
@@ -332,6 +282,38 @@ def main() -> int:
         result["gpu_free_gib_at_ready"] = None if free is None else round(free / 2**30, 1)
     except Exception:  # noqa: BLE001
         pass
+
+
+def main() -> int:
+    args = parse_args()
+    if args.list:
+        for n, c in CONFIGS.items():
+            print(n, json.dumps({k: v for k, v in c.items() if k != "target"} | {"target": Path(c["target"]).name}))
+        return 0
+    cfg, name, sc, v1_during_start = probe_config(args)
+
+    import torch
+    import vllm
+    from vllm import LLM
+
+    engine_kw = engine_kwargs(args, cfg, sc, name)
+    result = {"name": name, "config": args.config, "baseline": cfg["baseline"], "vllm": vllm.__version__,
+              "torch": torch.__version__, "engine_args": {k: v for k, v in engine_kw.items()},
+              "process_env": {k: os.environ.get(k) for k in ("VLLM_USE_V2_MODEL_RUNNER", "VLLM_USE_FLASHINFER_SAMPLER")},
+              "v1_during_start": v1_during_start, "batches": {}, "status": "starting"}
+    result["spec_keys_present"] = spec_keys_present()
+
+    def write():
+        if args.out:
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+    if args.dry_config:
+        print_dry_config(engine_kw, name)
+        return 0
+
+    llm = start_llm(LLM, engine_kw, v1_during_start, result, write)
+    describe_engine(llm, result)
 
     try:
         measure(llm, args, result, write, name)

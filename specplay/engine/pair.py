@@ -54,7 +54,8 @@ class PairStatus:
 
 
 class EnginePair(BatchRunner):
-    # In-process engines share this process and are reloaded together after a failure: the survivor stops.
+    # In-process engines share this process: after a failure the survivor's request stops with the run (the
+    # page then replaces the dead engine only).
     abort_partner_on_failure = True
     # A stream that hasn't ended this long after it began is given up (an engine core hung, e.g. SIGSTOP):
     # both requests aborted, RunFinished names the engine that stopped answering. None: no deadline.
@@ -105,20 +106,27 @@ class EnginePair(BatchRunner):
                          progress: ProgressCallback | None = None) -> None:
         """Replace only the speculative engine (same baseline): switching between presets that share a
         target reloads one engine, not two."""
+        self.replace_engines({SPECULATIVE: settings}, tag, progress)
+
+    def replace_engines(self, settings: dict[str, EngineSettings], tag=None,
+                        progress: ProgressCallback | None = None) -> None:
+        """Start new engines for these roles (each old one shut down first: one GPU's memory), the others
+        staying loaded: a switch replaces the speculative engine, a repair the engine that died."""
         with self._run_lock:
             self.status.state = PairState.LOADING
-            if progress:
-                progress("loading the speculative engine", 0.5)
             try:
-                self._call(self._shutdown_one(SPECULATIVE))
-                self.engines[SPECULATIVE] = make_engine(settings)
-                self._call(self.engines[SPECULATIVE].start())
+                for role, role_settings in settings.items():
+                    if progress:
+                        progress(f"loading the {role} engine", 0.5)
+                    self._call(self._shutdown_one(role))
+                    self.engines[role] = make_engine(role_settings)
+                    self._call(self.engines[role].start())
             except Exception as exc:
                 self.status.state, self.status.message = PairState.ERROR, str(exc)
                 raise
             self.tag = tag or self.tag
             self.status.load_seconds = {**(self.status.load_seconds or {}),
-                                        SPECULATIVE: round(self.engines[SPECULATIVE].load_seconds, 1)}
+                                        **{role: round(self.engines[role].load_seconds, 1) for role in settings}}
         if self._warmup:
             self._warm_up()
         self.status.state, self.status.message, self.status.progress = PairState.READY, "ready", 1.0

@@ -198,9 +198,14 @@ def _finished(place: RunPlace, live: LiveRun, timed_out: bool, history: list, se
             "live": live if replayable else None, "replay_btn": gr.update(interactive=replayable)}
 
 
-def _end_message(live: LiveRun, timed_out: bool, reloading: bool, limit_s: float) -> str | None:
+def _end_message(live: LiveRun, timed_out: bool, reloading: tuple[str, ...], limit_s: float) -> str | None:
     error = live.comparison.finished.error
-    reload_note = " Both engines are being reloaded; Run is enabled again once they are ready." if reloading else ""
+    reload_note = ""
+    if len(reloading) > 1:
+        reload_note = " Both engines are being reloaded; Run is enabled again once they are ready."
+    elif reloading:
+        reload_note = (f" The {reloading[0]} engine is being reloaded (the other stays loaded); Run is enabled "
+                       "again once it is ready.")
     if error:
         return scrub(f"The run stopped: {error}.{reload_note}")
     return f"The run was stopped at this page's limit of {limit_s:g} seconds." if timed_out else None

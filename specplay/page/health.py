@@ -42,7 +42,8 @@ def add_health_route(app, manager) -> None:
 
 
 # What a container health check counts as alive: serving, or loading / reloading with retries left (a CPU
-# reload takes 137-163 s). "error" (retries spent, or the first load failed) and no answer are dead.
+# reload of the engine that died takes ~50 s on 2 cores). "error" (retries spent, or the first load failed)
+# and no answer are dead.
 ALIVE = ("ok", "loading", "recovering")
 
 

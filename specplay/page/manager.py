@@ -47,19 +47,24 @@ RETRY_DELAYS_S = (10.0, 30.0, 90.0)  # between the attempts of a reload after an
 WATCH_INTERVAL_S = 2.0  # how often the watcher looks at an idle pair's engine processes
 
 
-def engines_alive(pair) -> bool:
-    """Whether both engines answer to vLLM (not errored) and their engine-core processes still run."""
-    if not all(e.is_alive() for e in pair.engines.values()):
-        return False
+def dead_roles(pair) -> tuple[str, ...]:
+    """The roles whose engine no longer answers to vLLM (errored) or whose engine-core process is gone."""
     try:
         import psutil
+    except ImportError:
+        psutil = None
 
-        pids = [pid for pids in pair.process_ids().values() for pid in pids]
-        return all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in pids)
-    except (ImportError, AttributeError):
-        return True  # nothing more to look at
-    except Exception:  # psutil.NoSuchProcess: a process is gone
-        return False
+    def alive(role: str) -> bool:
+        if not pair.engines[role].is_alive():
+            return False
+        if psutil is None or not hasattr(pair, "process_ids"):
+            return True  # nothing more to look at
+        try:
+            return all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                       for pid in pair.process_ids().get(role, ()))
+        except Exception:  # psutil.NoSuchProcess: a process is gone
+            return False
+    return tuple(role for role in pair.engines if not alive(role))
 
 
 def error_message(exc: Exception) -> str:
@@ -119,11 +124,12 @@ class PairManager:
         return self._sampler
 
     # -- loading --------------------------------------------------------------------------------------------
-    def load(self, name: str, wait_for_run: float = 0.0, full: bool = False) -> None:
+    def load(self, name: str, wait_for_run: float = 0.0, full: bool = False, dead: tuple[str, ...] = ()) -> None:
         """Replace the current pair by one for `name`, loading in a background thread. Raises
         PresetNotAllowed for a preset the operator didn't offer, RuntimeError while a run holds the engines
         (after waiting `wait_for_run` seconds) or while another load is in progress. `full` reloads both
-        engines even when the target is shared (after an engine died)."""
+        engines even when the target is shared (after an engine hung); `dead` names engines to start anew
+        though their settings stay (after they died: the live one stays loaded)."""
         if name not in self.presets:
             raise PresetNotAllowed(f"preset {name!r} is not offered on this page")
         acquired = (self.run_lock.acquire(timeout=wait_for_run) if wait_for_run
@@ -142,7 +148,7 @@ class PairManager:
                 self._started_at, self._load_seconds = time.monotonic(), None
         finally:
             self.run_lock.release()
-        thread = threading.Thread(target=self._load, args=(name, generation, old_pair, old_sampler, full),
+        thread = threading.Thread(target=self._load, args=(name, generation, old_pair, old_sampler, full, dead),
                                   name=f"load-{name}", daemon=True)
         thread.start()
 
@@ -151,7 +157,8 @@ class PairManager:
             if generation == self._generation:
                 self._message, self._progress = message, fraction
 
-    def _load(self, name: str, generation: int, old_pair, old_sampler, full: bool = False) -> None:
+    def _load(self, name: str, generation: int, old_pair, old_sampler, full: bool = False,
+              dead: tuple[str, ...] = ()) -> None:
         if old_sampler is not None:
             old_sampler.stop()
         pair = None
@@ -160,8 +167,8 @@ class PairManager:
             if old_pair is not None and self._factory is None and not full:
                 from specplay.run.pairs import switch_in_place
 
-                if switch_in_place(old_pair, self.presets[name], self.hardware, progress, log=self._log):
-                    pair, old_pair = old_pair, None  # same target: the baseline engine stays loaded
+                if switch_in_place(old_pair, self.presets[name], self.hardware, progress, log=self._log, dead=dead):
+                    pair, old_pair = old_pair, None  # an engine stays loaded: the shared target, or the live one
             if old_pair is not None:
                 self._report(generation, "shutting down the previous engines", 0.0)
                 old_pair.shutdown()
@@ -197,23 +204,25 @@ class PairManager:
             sampler.stop()
             pair.shutdown()
 
-    def reload_if_dead(self, hung: bool = False) -> bool:
-        """If an engine died (or, `hung`, stopped answering), load the same preset again, both engines, retried
-        with backoff (other users get them back); returns whether a reload started."""
+    def reload_if_dead(self, hung: bool = False) -> tuple[str, ...]:
+        """If an engine died, start it again, the live one staying loaded; if one stopped answering (`hung`),
+        both. Retried with backoff (other users get them back). Returns the roles being reloaded (none: no
+        reload)."""
         with self._lock:
             ready = self._state == "ready" and self._pair is not None
-            dead = ready and (hung or not engines_alive(self._pair))
-            if dead:
+            roles = tuple(self._pair.engines) if ready and hung else dead_roles(self._pair) if ready else ()
+            if roles:
                 self._recovering, self._attempt = True, 0
-        if dead:  # both engines, even if only one died: a shared target would otherwise keep a dead baseline
-            self._log("an engine stopped answering; reloading both engines" if hung
-                      else "an engine died; reloading both engines")
-            try:
-                self.load(self._preset, wait_for_run=5, full=True)
-            except RuntimeError as exc:  # already reloading (the watcher was first), or a run holds the engines
-                self._log(f"reload not started here: {exc}")
-                return self.status().recovering
-        return dead
+        if not roles:
+            return ()
+        self._log("an engine stopped answering; reloading both engines" if hung
+                  else f"the {' and '.join(roles)} engine died; reloading it")
+        try:  # a hung engine may still hold its request: both fresh; a dead one is replaced, the other stays
+            self.load(self._preset, wait_for_run=5, full=hung, dead=roles)
+        except RuntimeError as exc:  # already reloading (the watcher was first), or a run holds the engines
+            self._log(f"reload not started here: {exc}")
+            return roles if self.status().recovering else ()
+        return roles
 
     def _retry(self, name: str, generation: int) -> None:
         """A reload failed: try again after the next delay, or give up (the process should exit)."""
@@ -242,7 +251,7 @@ class PairManager:
         threading.Thread(target=again, name=f"retry-{name}", daemon=True).start()
 
     def watch(self, interval_s: float = WATCH_INTERVAL_S) -> "PairManager":
-        """Start a thread that notices a dead engine while idle (its process gone) and reloads both."""
+        """Start a thread that notices a dead engine while idle (its process gone) and reloads it."""
         def loop():
             while not self._stop_watching.wait(interval_s):
                 if not self.run_lock.locked():  # a run in progress notices (and reports) it itself

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE
+from specplay.core.hardware import detect
 from specplay.core.paths import CACHE_DIR
 from specplay.engine.remote import server_supports_per_request_metrics
 from specplay.presets.catalog import engine_settings
@@ -97,9 +98,13 @@ class LaunchedServers:
 
 def launch(preset, hardware=None, ports: dict | None = None, log=print, wait: bool = True,
            timeout_s: float = 900.0) -> LaunchedServers:
-    """Start the preset's baseline server, then (once it is healthy, as the in-process pair starts its engines
-    one after the other for a GPU's memory profiling) its speculative server."""
+    """Start the preset's baseline server, then (on a GPU once it is healthy, as the in-process pair starts its
+    engines one after the other for a GPU's memory profiling; on a CPU at once) its speculative server."""
     prepare(preset, log)  # the offline model is built on first use, by the servers' launcher as by the pair
+    hardware = hardware or detect()
+    # A CPU has no memory for vLLM to profile, and a server's start is mostly one process at a time
+    # (imports, then its engine core's, then its worker's): two at once use both cores, about half the wait.
+    together = hardware.device == "cpu"
     settings = dict(zip(ROLES, engine_settings(preset, hardware)))
     per_request = "detailed" if server_supports_per_request_metrics() else None
     servers = LaunchedServers()
@@ -115,8 +120,10 @@ def launch(preset, hardware=None, ports: dict | None = None, log=print, wait: bo
                 servers.processes[role] = subprocess.Popen(argv, env={**os.environ, **settings[role].env},
                                                            stdout=out, stderr=subprocess.STDOUT,
                                                            start_new_session=True)
-            if wait:
+            if wait and not together:
                 servers.wait_healthy(timeout_s, log, roles=(role,))
+        if wait and together:
+            servers.wait_healthy(timeout_s, log)
     except BaseException:
         servers.stop()
         raise

@@ -1,9 +1,10 @@
 """An engine pair for a preset: the presets layer's settings handed to the engine layer, offline models built
-first. Switching presets that share a target replaces only the speculative engine."""
+first. Switching presets that share a target replaces only the speculative engine; after an engine died,
+only that engine is started again."""
 
 from __future__ import annotations
 
-from specplay.core.events import BASELINE
+from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.core.paths import configure_cache_env
 from specplay.engine.pair import EnginePair, ProgressCallback
 from specplay.presets.catalog import engine_settings, offline_models_needed
@@ -26,12 +27,15 @@ def open_pair(preset, hardware=None, warmup: bool = True, log=print) -> EnginePa
 
 
 def switch_in_place(pair: EnginePair, preset, hardware=None, progress: ProgressCallback | None = None,
-                    log=print) -> bool:
-    """Load `preset` into a running pair by replacing only its speculative engine, when its baseline would
-    be the very same engine (presets sharing a target): half the wait. False, and nothing changed, if not."""
-    baseline, speculative = engine_settings(preset, hardware)
-    if baseline != pair.engines[BASELINE].settings:
+                    log=print, dead: tuple[str, ...] = ()) -> bool:
+    """Load `preset` into a running pair by replacing only the engines that must change: those whose settings
+    differ (presets sharing a target: the speculative one) and those in `dead` (an engine that died); the
+    other stays loaded, half the wait. False, and nothing changed, if no engine could stay."""
+    wanted = dict(zip((BASELINE, SPECULATIVE), engine_settings(preset, hardware)))
+    replace = {role: settings for role, settings in wanted.items()
+               if role in dead or settings != pair.engines[role].settings}
+    if len(replace) == len(wanted):
         return False
     prepare(preset, log)
-    pair.swap_speculative(speculative, tag=preset, progress=progress)
+    pair.replace_engines(replace, tag=preset, progress=progress)
     return True

@@ -1,60 +1,22 @@
-"""The bench lab: settings expansion, pooled figures, advice, charts and files from synthetic batches (fast),
-then one small real bench on the CPU engines and the `bench` command end to end."""
+"""The bench lab: settings expansion, pooled figures, the prediction from measured pass times, advice and the
+bench's engine swaps, from synthetic batches (fast). Charts and files: test_bench_outputs.py; the page's bench
+tab: test_bench_page.py; a real bench on the CPU engines: tests/engines/test_bench_engines.py."""
 
 from __future__ import annotations
-
-import csv
-import io
-import json
-import subprocess
-import sys
 
 import pytest
 
 from specplay.bench import advice as bench_advice
-
-from specplay.bench import charts as bench_charts
 
 from specplay.bench import outputs as bench_report
 
 from specplay.page import bench_view
 from specplay.bench.runner import (BenchError, BenchRun, BenchSettings, Setting, Variant, bench_row, load_prompts,
                               make_plan, predicted_speedup, synthetic_rates, variant_preset)
-from specplay.run.comparison import EngineTrace
-from specplay.engine.batch import BatchResult
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.hardware import Hardware
 from specplay.presets.catalog import engine_settings, get_preset
-from tests.ui_fixtures import ROOT
-
-
-def trace(role: str, sizes: list[int], step_s: float, submitted: float = 0.0, first_token_s: float = 0.05,
-          ids: list[int] | None = None) -> EngineTrace:
-    t = EngineTrace(role, submitted_at=submitted, finished=True, finish_reason="length")
-    for i, size in enumerate(sizes):
-        t.step_sizes.append(size)
-        t.step_times.append(submitted + first_token_s + step_s * i)
-    t.token_ids = list(ids) if ids is not None else list(range(sum(sizes)))
-    return t
-
-
-def batch(role, traces, counters=SpecDecodeCounters(), wall=None, concurrency=1):
-    wall = wall if wall is not None else max(t.step_times[-1] for t in traces)
-    return BatchResult(role, traces, counters, wall, concurrency)
-
-
-def synthetic_rows(workloads=("code", "chat"), ks=(2, 4, 6), temps=(0.0, 1.0), concs=(1, 4)):
-    rows = []
-    for w in workloads:
-        for T in temps:
-            for c in concs:
-                base = batch(BASELINE, [trace(BASELINE, [1] * 21, 0.05), trace(BASELINE, [1] * 31, 0.05)], wall=2.0)
-                for k in ks:
-                    sizes = [1] + [1 + i % 3 for i in range(15)]
-                    spec = batch(SPECULATIVE, [trace(SPECULATIVE, sizes, 0.05 * (1 + 0.04 * k))] * 2,
-                                 SpecDecodeCounters(30, 30 * k, 30, tuple([12, 10, 8] + [0] * k)[:k]), wall=1.1)
-                    rows.append(bench_row(Setting(w, T, c, k), base, spec))
-    return rows
+from tests.bench_fixtures import RecordingPair, batch, trace
 
 
 # -- settings ----------------------------------------------------------------------------------------------
@@ -238,200 +200,7 @@ def test_advice_when_cheap_drafts_pay_despite_low_acceptance_and_when_they_agree
     assert "below 1 at k=2" in skewed.sentence and "rerun" in skewed.sentence
 
 
-# -- charts and files ----------------------------------------------------------------------------------------
-def test_charts_from_rows_sweep_one_setting_each():
-    rows = synthetic_rows()
-    figs = bench_charts.figures(rows, preset_k=4)
-    assert set(figs) == {"speedup_vs_k", "acceptance_per_position", "speedup_vs_temperature",
-                         "throughput_vs_concurrency"}
-    by_name = {t.name: t for t in figs["speedup_vs_k"].data}
-    assert set(by_name) == {"code, c=1", "code, c=4", "chat, c=1", "chat, c=4"}
-    code = [r for r in rows if r["workload"] == "code" and r["temperature"] == 0 and r["concurrency"] == 1]
-    assert list(by_name["code, c=1"].x) == [2, 4, 6]
-    assert list(by_name["code, c=1"].y) == [r["speedup"] for r in code]
-    bars = figs["acceptance_per_position"].data
-    assert [b.name for b in bars] == ["chat", "code"] and list(bars[0].y)[:3] == pytest.approx([0.4, 1 / 3, 8 / 30])
-    lines = {t.name for t in figs["throughput_vs_concurrency"].data}
-    assert lines == {"chat · baseline", "code · baseline", "chat · speculative", "code · speculative"}
-    assert "speedup_vs_k" not in bench_charts.figures(synthetic_rows(ks=(4,)), 4)  # one k: nothing to sweep
-
-
-def test_open_loop_rows_get_their_own_chart_and_stay_off_the_concurrency_axis():
-    """A request-rate row's concurrency is its cap (all prompts), not what was in flight: the H200 sweep drew
-    the four rate rows as a vertical line at c=64 on the throughput-against-concurrency chart."""
-    closed = synthetic_rows(workloads=("x",), ks=(3,), temps=(0.0,), concs=(4, 16))
-    base = batch(BASELINE, [trace(BASELINE, [1] * 21, 0.05)] * 2, wall=2.0)
-    spec = batch(SPECULATIVE, [trace(SPECULATIVE, [1] + [2] * 10, 0.06)] * 2, SpecDecodeCounters(10, 30, 10, (6, 3, 1)),
-                 wall=1.2)
-    rates = [bench_row(Setting("x", 0.0, 64, 3, request_rate=r), base, spec) for r in (2.0, 8.0, float("inf"))]
-    figs = bench_charts.figures(closed + rates, preset_k=3)
-    for line in figs["throughput_vs_concurrency"].data:
-        assert list(line.x) == [4, 16]
-    by_name = {t.name: t for t in figs["speedup_vs_request_rate"].data}
-    assert set(by_name) == {"x · per request", "x · throughput"}
-    assert list(by_name["x · per request"].x) == ["2/s", "8/s", "all at once"]
-    assert list(by_name["x · per request"].y) == [r["speedup"] for r in rates]
-    assert "speedup_vs_request_rate" not in bench_charts.figures(closed, preset_k=3)  # no open loop: no chart
-
-
-def test_predicted_and_measured_chart_for_synthetic_acceptance():
-    rows = [dict(r, acceptance=a, predicted_speedup=predicted_speedup(a, r["k"]), workload="token-ids")
-            for a in (0.5, 0.9) for r in synthetic_rows(workloads=("x",), temps=(0.0,), concs=(1,))]
-    figs = bench_charts.figures(rows, preset_k=3, synthetic=True)
-    traces = {t.name: t for t in figs["predicted_vs_measured"].data}
-    assert list(traces["a=0.9 predicted"].y) == [round(predicted_speedup(0.9, k), 3) for k in (2, 4, 6)]
-    assert "token-ids, a=0.5 measured" in traces
-    assert "token-ids, a=0.5 predicted (pass times)" not in traces  # rows without a cost model: no line
-    timed = [dict(r, predicted_speedup_measured=r["predicted_speedup"] / r["step_cost_ratio"]) for r in rows]
-    traces = {t.name: t for t in bench_charts.predicted_vs_measured(timed).data}
-    line = traces["token-ids, a=0.9 predicted (pass times)"]
-    assert list(line.x) == [2, 4, 6] and line.line.dash == "dash"
-
-
-def test_table_and_files_without_engines(tmp_path):
-    rows = synthetic_rows(ks=(2, 4), temps=(0.0,), concs=(1,))
-    headers, cells = bench_report.table(rows)
-    assert headers[:4] == ["workload", "T", "c", "k"] and "a" not in headers and "identical" in headers
-    assert cells[0][headers.index("speedup")].endswith("×") and cells[0][headers.index("identical")] == "1/2"
-    assert "accept" in bench_report.text_table(rows).splitlines()[0]
-    written = bench_report.write_results(tmp_path, {"preset": "p", "rows": rows}, bench_charts.figures(rows, 4),
-                                         png=False)
-    with open(written["csv"]) as f:
-        table = list(csv.DictReader(f))
-    assert len(table) == len(rows) == 4
-    assert {"acceptance_pos_1", "acceptance_pos_4", "speedup", "tokens_per_s_baseline"} <= set(table[0])
-    assert json.loads((tmp_path / "bench.json").read_text())["files"]["html"] == [
-        "speedup_vs_k.html", "acceptance_per_position.html"]
-    assert (tmp_path / "plotly.min.js").is_file()
-
-
-def test_headless_chromium_renders_a_chart_when_kaleido_cannot(tmp_path):
-    chromium = bench_report.find_chromium()
-    if chromium is None:
-        pytest.skip("no chromium on PATH (scripts/setup.sh --test installs it)")
-    rows = synthetic_rows(ks=(2, 4), temps=(0.0,), concs=(1,))
-    written = bench_report.write_results(tmp_path, {"rows": rows}, {"speedup_vs_k": bench_charts.speedup_vs_k(rows)},
-                                         png=False)
-    bench_report.screenshot(chromium, tmp_path / "speedup_vs_k.html", tmp_path / "speedup_vs_k.png")
-    png = (tmp_path / "speedup_vs_k.png").read_bytes()
-    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000 and written["html"]
-
-
-def test_progress_bar_is_plain_text():
-    from specplay.cli.bench import ProgressBar
-
-    out = io.StringIO()
-    bar = ProgressBar(out)
-    bar(3, 12, "baseline · code")
-    bar(3, 12, "baseline · code")  # unchanged: not repeated in a log
-    bar(12, 12, "finished")
-    lines = out.getvalue().splitlines()
-    assert lines[0].startswith("3/12  25%") and lines[0].endswith("baseline · code")
-    assert len(lines) == 2 and lines[1].startswith("12/12 100%")
-
-
-def test_replot_redraws_a_saved_bench_without_engines(tmp_path):
-    rows = synthetic_rows(ks=(2, 4), temps=(0.0,), concs=(1,))
-    bench_report.write_results(tmp_path / "run", {"preset": "p", "loaded_k": 4, "rows": rows, "advice": []}, {},
-                               png=False)
-    done = subprocess.run([sys.executable, "-m", "specplay", "bench", "--replot", str(tmp_path / "run"), "--out",
-                           str(tmp_path / "again"), "--no-png"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "speedup" in done.stdout.splitlines()[0]  # the table
-    assert (tmp_path / "again" / "speedup_vs_k.html").is_file()
-    assert json.loads((tmp_path / "again" / "bench.json").read_text())["rows"] == rows
-
-
-def test_replot_merges_a_sweep_split_over_runs_into_one_result(tmp_path):
-    rows = synthetic_rows(workloads=("code",), ks=(2, 4, 6), temps=(0.0,), concs=(1,))
-    first, second = rows[:2], rows[1:]  # k=4 measured in both runs: the later run's row stands
-    second = [{**r, "speedup": 9.0} if r["k"] == 4 else r for r in second]
-    for name, part, ks in (("a", first, [2, 4]), ("b", second, [4, 6])):
-        bench_report.write_results(tmp_path / name, {
-            "preset": "p", "method": "ngram", "loaded_k": 4, "rows": part, "advice": [], "command": f"run {name}",
-            "settings": {"k": ks, "concurrency": [1], "temperature": [0.0], "workloads": ["code"], "acceptance": []},
-            "engines": {f"k={k}": {"speculative": {"async_scheduling": True}} for k in ks},
-            "started_utc": f"2026-01-0{1 + (name == 'b')}T00:00:00Z", "finished_utc": "2026-01-03T00:00:00Z"},
-            {}, png=False)
-    cmd = [sys.executable, "-m", "specplay", "bench", "--replot", str(tmp_path / "a"), str(tmp_path / "b"),
-           "--no-png"]
-    refused = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert refused.returncode != 0 and "needs --out" in refused.stderr
-    done = subprocess.run(cmd + ["--out", str(tmp_path / "all")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    merged = json.loads((tmp_path / "all" / "bench.json").read_text())
-    assert [r["k"] for r in merged["rows"]] == [2, 4, 6]
-    assert [r["speedup"] for r in merged["rows"] if r["k"] == 4] == [9.0]
-    assert merged["settings"]["k"] == [2, 4, 6] and merged["command"] == ["run a", "run b"]
-    assert merged["started_utc"].startswith("2026-01-01") and set(merged["engines"]) == {"k=2", "k=4", "k=6"}
-    (advice,) = merged["advice"]  # worked out again over all rows: k=4 (9×) is the best
-    assert advice["best_k"] == 4 and "k=4 measured fastest (9.00×)" in advice["sentence"]
-    with pytest.raises(ValueError, match="different presets"):
-        bench_report.merge_results([json.loads((tmp_path / "a" / "bench.json").read_text()),
-                                    {"preset": "q", "rows": []}])
-
-
-def test_page_has_a_bench_tab_that_declines_while_a_comparison_holds_the_engines(tmp_path):
-    import time
-
-    from specplay.page import ui
-
-    from specplay.page import bench_tab as ui_bench
-    from specplay.page.cancel import CancelRegistry
-    from specplay.page.manager import PairManager
-    from tests.ui_fixtures import FakePair
-
-    preset = get_preset("smollm2-ngram")
-    manager = PairManager({preset.name: preset}, preset.name,
-                          pair_factory=lambda p, hw, log=print: FakePair(lambda r: [], p))
-    demo = ui.build_page(manager)
-    labels = {getattr(block, "label", None) for block in demo.blocks.values()}
-    assert {"Compare", "Bench", "Workloads", "k (num_speculative_tokens)", "One row per setting"} <= labels
-
-    def bench(*picks):
-        return list(ui_bench.run_bench(manager, CancelRegistry(), str(tmp_path), "s", *picks))
-
-    picks = (["rewrite"], 2, [4], [0.0], [1], [], 64)
-    assert "not ready" in bench(*picks)[0]["bench_error"]
-    manager.load(preset.name)
-    deadline = time.monotonic() + 10
-    while manager.pair is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    with manager.run_lock:
-        [out] = bench(*picks)
-    assert "comparison is running" in out["bench_error"]
-    assert "shipped workloads" in bench(["/etc/passwd"], 2, [4], [0.0], [1], [], 64)[0]["bench_error"]
-    assert "synthetic" in bench(["rewrite"], 2, [4], [0.0], [1], [0.7], 64)[0]["bench_error"]
-    manager.shutdown()
-
-
 # -- the bench's engine swaps, without engines -------------------------------------------------------------
-class RecordingPair:
-    """Stands in for a started pair in the bench's own bookkeeping: each speculative swap is recorded and every
-    batch answered with synthetic traces. (The swap itself on real engines: test_real_bench_on_the_cpu.)"""
-
-    def __init__(self, preset, fail_at_k=None):
-        self.tag, self.fail_at_k, self.swaps = preset, fail_at_k, []
-        self.engines = {BASELINE: object(), SPECULATIVE: object()}
-
-    def swap_speculative(self, settings, tag=None, progress=None):
-        self.swaps.append(settings.engine_args["speculative_config"]["num_speculative_tokens"])
-        self.engines[SPECULATIVE], self.tag = object(), tag or self.tag
-
-    def engine_info(self):
-        return {BASELINE: {}, SPECULATIVE: {"num_speculative_tokens": self.tag.num_speculative_tokens}}
-
-    def run_batch(self, role, requests, concurrency, cancel=None):
-        k = self.tag.num_speculative_tokens
-        if role == SPECULATIVE and k == self.fail_at_k:
-            raise RuntimeError("the engine died")
-        if role == BASELINE:
-            return batch(role, [trace(role, [1] * 9, 0.05) for _ in requests])
-        return batch(role, [trace(role, [1, 3, 2, 3], 0.06) for _ in requests],
-                     SpecDecodeCounters(3, 3 * k, 5, tuple([3, 2] + [0] * (k - 2))))
-
-
 def test_bench_swaps_each_k_once_and_restores_the_presets_engine():
     preset = get_preset("smollm2-ngram")  # k=4
     settings = BenchSettings(preset.name, workloads=("rewrite",), n=1, k=(2, 4, 3), temperature=(0.0,), max_tokens=8)
@@ -453,36 +222,3 @@ def test_bench_swaps_each_k_once_and_restores_the_presets_engine():
     with pytest.raises(RuntimeError, match="died"):
         list(BenchRun(pair, preset, settings, prompts, cpu, restore=True).run())
     assert pair.swaps == [2, 4] and pair.tag == preset
-
-
-def test_the_page_bench_runs_to_its_end_and_releases_the_engines(tmp_path):
-    import threading
-    from types import SimpleNamespace
-
-    from specplay.page import bench_tab
-    from specplay.page.cancel import CancelRegistry
-    from specplay.page.session import session_stem
-
-    preset = get_preset("smollm2-ngram")  # k=4, n-gram: no draft pass
-    pair = RecordingPair(preset)
-    reloads = []
-    manager = SimpleNamespace(pair=pair, preset=preset, hardware=Hardware(0, None, (0, 1)), run_lock=threading.Lock(),
-                              reload_if_dead=lambda: reloads.append(1))
-    outs = list(bench_tab.run_bench(manager, CancelRegistry(), str(tmp_path), "SESSION", ["rewrite"], 1, [2, 4],
-                                    [0.0], [1], [], 8))
-    final = outs[-1]
-    assert final["bench_error"] == "" and not manager.run_lock.locked() and not reloads
-    assert pair.swaps == [2, 4] and len(final["bench_table"]) == 2  # k=4 (loaded) first, then 2, then back
-    assert {"pred. (times)", "tok/step ×"} <= set(final["bench_table"].columns)
-    assert session_stem("SESSION") in final["bench_file"] and "SESSION" not in final["bench_file"]
-    assert "Measured pass times: verifying the drafts costs" in final["bench_advice"]
-    # exports: the JSON, the charts as PNG where a browser draws them, the table as Markdown
-    assert final["bench_json"].endswith("bench.json") and final["bench_md"].startswith("| workload | T | c | k |")
-    assert final["bench_md"].count("\n") == 3  # header, rule, two rows
-    from specplay.bench.outputs import find_chromium
-
-    if find_chromium():
-        assert final["bench_pngs"] and all(p.endswith(".png") for p in final["bench_pngs"])
-
-
-# -- real engines --------------------------------------------------------------------------------------------

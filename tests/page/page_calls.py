@@ -1,0 +1,53 @@
+"""What the page tests share: calls to the running app's API (`/run`, `/status`, `/switch_preset`) by output
+name, and the prompts they send."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from specplay.page.live_run import API_OUTPUTS as OUTPUTS  # what /run returns, by name
+
+REWRITE = ("Rewrite this sentence in the passive voice: The committee approved the new budget on Monday, and "
+           "the mayor signed it the next day.")
+LAYERSKIP_MAX_TOKENS = 64
+STOP_TOKENS = 900  # long enough that Stop lands mid-run even after the test machine froze for seconds
+STORY = "Write a long story about a lighthouse keeper who talks to the sea. Make it at least ten paragraphs."
+
+
+def run(client, prompt, max_tokens=48, temperature=0.0, schedule="sequential") -> dict:
+    out = client.predict(prompt, max_tokens, temperature, schedule, api_name="/run")
+    assert len(out) == len(OUTPUTS)
+    return dict(zip(OUTPUTS, out))
+
+
+def wait_streaming(job, role: str, tokens: int = 3, timeout: float = 120.0) -> None:
+    """Until the run's `result` output (each engine's token ids while it streams) has at least `tokens` of
+    `role`'s (baseline, speculative)."""
+    from loadtest.visitors import tokens_so_far
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        updates = job.outputs()
+        if updates and tokens_so_far(updates[-1][OUTPUTS.index("result")], role) >= tokens:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"the run never streamed {tokens} {role} tokens")
+
+
+
+def switch_to(client, preset) -> None:
+    """Load `preset` unless the app runs it already (then the page's switch is a no-op)."""
+    client.predict(preset, api_name="/switch_preset")
+    assert wait_for(client, preset)["state"] == "ready"
+
+
+def wait_for(client, preset, timeout=300.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.predict(api_name="/status")
+        if status["preset"] == preset and status["state"] in ("ready", "error"):
+            return status
+        time.sleep(2)
+    raise AssertionError(f"{preset} not ready after {timeout} s: {status}")
