@@ -74,8 +74,9 @@ def test_a_switch_with_a_dead_baseline_starts_a_new_pair():
     assert pair.replaced == [(SPECULATIVE,)]
 
 
-@pytest.mark.parametrize("role", [BASELINE, SPECULATIVE])
-def test_the_page_reloads_only_the_engine_that_died(monkeypatch, role):
+@pytest.fixture
+def manager(monkeypatch):
+    """A page's PairManager whose pairs are RepairablePairs; `manager.opened` lists every pair it opened."""
     import specplay.run.pairs as pairs
     from specplay.page.manager import PairManager
 
@@ -86,37 +87,30 @@ def test_the_page_reloads_only_the_engine_that_died(monkeypatch, role):
         return opened[-1]
     monkeypatch.setattr(pairs, "open_pair", open_pair)
     manager = PairManager({PRESET: get_preset(PRESET)}, PRESET, log=lambda *a: None)
+    manager.opened = opened
     try:
         manager.load(PRESET)
         assert _wait(lambda: manager.status().state == "ready")
-        pair = manager.pair
-        other = pair.engines[SPECULATIVE if role == BASELINE else BASELINE]
-        _dead(pair.engines[role])
-        assert manager.reload_if_dead() == (role,)
-        assert _wait(lambda: manager.status().state == "ready")
-        assert len(opened) == 1 and manager.pair is pair  # no new pair: the same one, repaired
-        assert pair.replaced == [(role,)] and pair.engines[role].is_alive()
-        assert pair.engines[SPECULATIVE if role == BASELINE else BASELINE] is other  # stayed loaded
+        yield manager
     finally:
         manager.shutdown()
 
 
-def test_a_hung_engine_reloads_both():
-    """An engine that stopped answering may still hold its request: both engines are started anew."""
-    import specplay.run.pairs as pairs
-    from specplay.page.manager import PairManager
+@pytest.mark.parametrize("role", [BASELINE, SPECULATIVE])
+def test_the_page_reloads_only_the_engine_that_died(manager, role):
+    pair = manager.pair
+    other = pair.engines[SPECULATIVE if role == BASELINE else BASELINE]
+    _dead(pair.engines[role])
+    assert manager.reload_if_dead() == (role,)
+    assert _wait(lambda: manager.status().state == "ready")
+    assert len(manager.opened) == 1 and manager.pair is pair  # no new pair: the same one, repaired
+    assert pair.replaced == [(role,)] and pair.engines[role].is_alive()
+    assert pair.engines[SPECULATIVE if role == BASELINE else BASELINE] is other  # stayed loaded
 
-    opened = []
-    manager = None
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pairs, "open_pair", lambda preset, hardware=None, warmup=True, log=print:
-                      opened.append(RepairablePair(preset)) or opened[-1])
-        manager = PairManager({PRESET: get_preset(PRESET)}, PRESET, log=lambda *a: None)
-        try:
-            manager.load(PRESET)
-            assert _wait(lambda: manager.status().state == "ready")
-            assert manager.reload_if_dead(hung=True) == (BASELINE, SPECULATIVE)
-            assert _wait(lambda: len(opened) == 2 and manager.status().state == "ready")
-            assert opened[0].replaced == [] and manager.pair is opened[1]
-        finally:
-            manager.shutdown()
+
+def test_a_hung_engine_reloads_both(manager):
+    """An engine that stopped answering may still hold its request: both engines are started anew."""
+    first = manager.pair
+    assert manager.reload_if_dead(hung=True) == (BASELINE, SPECULATIVE)
+    assert _wait(lambda: len(manager.opened) == 2 and manager.status().state == "ready")
+    assert first.replaced == [] and manager.pair is manager.opened[1]
