@@ -114,7 +114,7 @@ def page_on(preset, hardware):
     both engines are ready (PageLoadError if they fail to load); page and engines closed on the way out."""
     from gradio_client import Client
 
-    from specplay.page import ui
+    from specplay.page import closing, ui
     from specplay.page.manager import PairManager
 
     manager = PairManager({preset.name: preset}, preset.name, hardware)
@@ -128,7 +128,7 @@ def page_on(preset, hardware):
             raise PageLoadError(f"engines failed to load: {manager.status().message}")
         yield Client(demo.local_url, verbose=False), manager.pair
     finally:
-        demo.close()
+        closing.close(demo)
         manager.shutdown()
 
 

@@ -14,6 +14,7 @@ from specplay.core.paths import BUNDLED_MODELS_DIR, MODELS_DIR, PAGE_DIR, PROJEC
 from specplay.page import views
 from specplay.page.bench_tab import bench_tab
 from specplay.page.cancel import CancelRegistry
+from specplay.page.closing import LoopMarker
 from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
 from specplay.page.files import page_folder
@@ -160,7 +161,8 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     limit_pending(demo._queue)  # one pending run per session and per client address
     app_kwargs = dict(app_kwargs or {})
     # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
-    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware)]
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware),
+                                Middleware(LoopMarker, page=demo)]  # closing.close() needs the loop
     # show_error=False: an exception outside a handler's own try shows as a plain "Error", never its text
     return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                        prevent_thread_lock=not block, show_error=False, footer_links=["api"],

@@ -11,12 +11,12 @@ from tests.unit.test_visitors import _fake_manager
 
 @pytest.fixture(scope="module")
 def page():
-    from specplay.page import ui
+    from specplay.page import closing, ui
 
     manager = _fake_manager()
     demo = ui.build_page(manager)
     yield demo
-    demo.close()
+    closing.close(demo)
     manager.shutdown()
 
 
@@ -77,7 +77,7 @@ def test_a_token_id_preset_opens_with_a_prompt_it_accepts():
     """Loaded with a dummy-weight preset (token ids, no tokenizer), the page used to open with the English
     example in the box, so Run with the prompt as shown answered "this preset has no tokenizer" (seen on the
     H200: the screenshot's run never reached a verdict)."""
-    from specplay.page import ui
+    from specplay.page import closing, ui
     from specplay.page.inputs import build_request
     from specplay.presets.catalog import get_preset
 
@@ -89,5 +89,5 @@ def test_a_token_id_preset_opens_with_a_prompt_it_accepts():
         request = build_request(preset, value, preset.default_max_tokens, 0.0)
         assert request.prompt_token_ids and len(request.prompt_token_ids) >= 8, value
     finally:
-        demo.close()
+        closing.close(demo)
         manager.shutdown()

@@ -19,7 +19,7 @@ from tests.ui_fixtures import FakePair, synthetic_events
 # -- 5, 6 (uploads), 9 (bodies): on a real Gradio page ----------------------------------------------------
 @pytest.fixture
 def served(tmp_path, monkeypatch):
-    from specplay.page import ui
+    from specplay.page import closing, ui
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
@@ -33,7 +33,7 @@ def served(tmp_path, monkeypatch):
         yield SimpleNamespace(demo=demo, url=demo.local_url.rstrip("/"), manager=manager,
                               run_index=next(i for i, fn in demo.fns.items() if fn.api_name == "run"))
     finally:
-        demo.close()
+        closing.close(demo)
         manager.shutdown()
 
 

@@ -124,7 +124,7 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
     or a .cache that is a symlink): the history CSV every run returns must still be served."""
     import tempfile
 
-    from specplay.page import ui
+    from specplay.page import closing, ui
 
     from loadtest import visitors
     from tests.ui_fixtures import free_port
@@ -157,7 +157,7 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
     finally:
         if crowd is not None:
             crowd.close()
-        demo.close()
+        closing.close(demo)
         manager.shutdown()
 
 
@@ -166,7 +166,7 @@ def test_the_load_test_phases_on_a_fake_page(tmp_path):
     import os
     from types import SimpleNamespace
 
-    from specplay.page import ui
+    from specplay.page import closing, ui
     from tests.ui_fixtures import free_port
 
     load_test = _load_test_script()
@@ -186,7 +186,7 @@ def test_the_load_test_phases_on_a_fake_page(tmp_path):
         assert all(row["first_token_s"] is not None for row in report["rows"])  # tokens seen while streaming
         assert report["cpu_seconds_during_load"]["wall_s"] >= 0
     finally:
-        demo.close()
+        closing.close(demo)
         manager.shutdown()
 
 
@@ -194,7 +194,7 @@ def test_a_closed_visitors_session_state_does_not_stay_for_10000_more(tmp_path, 
     """Gradio keeps every session's state (~1 MB here: its copy of the page's config, the history, the last
     run) until 10,000 sessions have come after it; the soak (scripts/soak.py) saw the page's memory grow with
     every visitor who came and went. The page keeps `session_capacity`, least recently used dropped first."""
-    from specplay.page import ui
+    from specplay.page import closing, ui
     from specplay.page.settings import PageSettings
 
     from loadtest import visitors
@@ -212,5 +212,44 @@ def test_a_closed_visitors_session_state_does_not_stay_for_10000_more(tmp_path, 
             c.close()
         assert 1 <= len(demo.state_holder.session_data) <= 2
     finally:
-        demo.close()
+        closing.close(demo)
+        manager.shutdown()
+
+
+def test_closing_a_page_with_a_heartbeat_open_wakes_its_waiters_on_the_servers_loop():
+    """Gradio's close() set the app's asyncio stop_event from the test's thread while the server's loop added
+    heartbeat waiters to it: "deque mutated during iteration" (CI, 2026-12-02). closing.close() sets it on
+    the loop that owns it; the waiters are walked there, never from the closing thread."""
+    import collections
+    import threading
+
+    import httpx
+
+    from specplay.page import closing, ui
+    from tests.ui_fixtures import free_port
+
+    walked_from = []
+
+    class Watched(collections.deque):
+        def __iter__(self):
+            walked_from.append(threading.current_thread())
+            return super().__iter__()
+
+    manager = _fake_manager()
+    demo = ui.build_page(manager)
+    try:
+        ui.launch(demo, "127.0.0.1", free_port(), block=False)
+        event = demo.app.stop_event
+        with httpx.stream("GET", f"{demo.local_url}gradio_api/heartbeat/abc123", timeout=10) as beat:
+            next(beat.iter_lines())  # the heartbeat's first ALIVE: its wait on stop_event is in place
+            deadline = time.monotonic() + 5
+            while not event._waiters and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert event._waiters, "the heartbeat never waited on the stop event"
+            event._waiters = Watched(event._waiters)
+            closing.close(demo)
+        assert event.is_set() and walked_from, walked_from
+        assert threading.current_thread() not in walked_from, walked_from
+    finally:
+        closing.close(demo)
         manager.shutdown()
