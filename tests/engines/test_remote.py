@@ -95,8 +95,11 @@ def remote_servers(pair_pool):
 def remote_pair(remote_servers):
     from specplay.run.remote import open_remote_pair
 
+    # timeout_s: this VM stops a vCPU for up to 60 s while engines run (docs/benchmarks.md, "Seconds-long
+    # freezes"); the default 60 s wait for a chunk ended a CI run's stream with ReadTimeout before the kill test
+    # could kill its server (2026-12-02, the server's log: POST 200, then /metrics answered for 60 s, no chunk)
     pair = open_remote_pair(remote_servers.urls[BASELINE], remote_servers.urls[SPECULATIVE],
-                            get_preset("smollm2-ngram"), pids=remote_servers.pids())
+                            get_preset("smollm2-ngram"), pids=remote_servers.pids(), timeout_s=300.0)
     pair.start()
     yield pair
     pair.shutdown()
