@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
-# Gradio server, a real headless browser. About 17 minutes on 2 cores from a clean clone, set-up included
-# (16:32 measured 2026-12-02, the same suite 21 min before that day's cuts; machines differ day to day).
+# Gradio server, a real headless browser. 17-36 minutes on 2 cores from a clean clone, set-up included
+# (26:02 on 2026-12-02, 456 passed; 35-36 min on the same machine hours before; machines differ day to day).
 #   scripts/test.sh            every test (what CI runs)
-#   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): ~2.5 minutes
+#   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): 2.5-3.5 minutes
 # Other arguments go to pytest (e.g. scripts/test.sh tests/engines -k ngram).
 set -euo pipefail
 cd "$(dirname "$0")/.."
