@@ -34,6 +34,6 @@ def close(page) -> None:
     if loop is not None and event is not None and loop.is_running():
         try:
             asyncio.run_coroutine_threadsafe(_set(event), loop).result(timeout=5)
-        except (TimeoutError, RuntimeError):  # the loop ended meanwhile: nothing waits on the event any more
+        except (TimeoutError, RuntimeError):  # the loop ended (nothing waits any more) or is stuck: Gradio's own set
             pass
     page.close()
