@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "specplay"
 LAYERS = (
     ("specplay.page", "specplay.cli"),
     ("specplay.bench",),
-    ("specplay.run", "specplay.plan"),
+    ("specplay.run", "specplay.plan", "specplay.lesson"),
     ("specplay.presets",),
     ("specplay.engine",),
     ("specplay.core",),
