@@ -29,6 +29,7 @@ def verdict(result) -> str:
 def metrics_rows(result) -> list[tuple[str, str, str]]:
     load = result.load_seconds or {}
     rows = metrics.table_rows(result)
+    rows += metrics.interval_rows(result)
     rows.append(("engine load (s)", *(f"{load[r]:.1f}" if load.get(r) is not None else "—" for r in ROLES)))
     if result.engines:
         rows.append(("async scheduling", *(_on_off(result.async_scheduling(r)) for r in ROLES)))

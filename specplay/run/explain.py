@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.presets.methods import METHOD_FACTS
+from specplay.run.noise import Noise, cost_below_one_clause, noise_sentence, within_noise
 
 PAYS = 1.05  # above this the run counts as a win, below 1/PAYS as a loss
 WEAK_GAIN = 1.25  # fewer than a quarter of a token extra per step: drafts are rarely accepted
@@ -48,6 +49,7 @@ class Factors:
     async_scheduling: dict  # role -> bool | None
     step_floor_s: float | None = None  # the baseline step's bandwidth floor, when known
     model_runner: str | None = None  # the speculative engine's ("v1" | "v2"), when known
+    noise: Noise | None = None  # the run's 95% intervals (specplay.run.noise), when it has enough steps
 
 
 def factors(result, step_floor_s: float | None = None) -> Factors | None:
@@ -58,7 +60,7 @@ def factors(result, step_floor_s: float | None = None) -> Factors | None:
         return None
     return Factors(speedup, gain, cost, result.acceptance_rate, step,
                    {role: result.async_scheduling(role) for role in (BASELINE, SPECULATIVE)},
-                   step_floor_s, result.model_runner(SPECULATIVE))
+                   step_floor_s, result.model_runner(SPECULATIVE), getattr(result, "noise", None))
 
 
 def overhead_bound(f: Factors) -> bool:
@@ -115,6 +117,13 @@ def explain(result, method: str, k: int, device: str, step_floor_s: float | None
     accepted = f"{f.acceptance_rate:.0%} of drafted tokens accepted" if f.acceptance_rate is not None else "few drafts accepted"
     advice = gain_advice(method)
     fix = cost_fix(f, method, device)
+    cheaper = cost_below_one_clause(f.cost, f.noise)  # a step cheaper than the baseline's: noise or flagged
+    if within_noise(f.noise):
+        return (f"{noise_sentence(f.speedup, f.noise)}: {head}, so this run can't tell a gain from a loss; "
+                f"{cheaper or 'more runs or more tokens would narrow the interval'}.")
+    if cheaper:
+        verdict = "pays" if f.speedup >= PAYS else "loses" if f.speedup < 1 / PAYS else "breaks even"
+        return f"Speculation {verdict} ({f.speedup:.2f}×): {head}, but {cheaper}."
     if f.speedup >= PAYS:
         if heavy:
             return (f"Speculation pays ({f.speedup:.2f}×): {head}; cheaper steps would gain more, since "

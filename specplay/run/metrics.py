@@ -67,6 +67,24 @@ def table_rows(result, keys: tuple[str, ...] | None = None) -> list[tuple[str, s
     return rows
 
 
+# The 95% intervals of the speedup and its factors (specplay.run.noise): RunResult property and JSON key, label
+INTERVAL_FIGURES = (
+    ("speedup_interval", "speedup, 95% interval"),
+    ("tokens_per_step_ratio_interval", "tokens per step ratio, 95% interval"),
+    ("step_cost_ratio_interval", "step time ratio, 95% interval"),
+)
+
+
+def interval_rows(result) -> list[tuple[str, str, str]]:
+    """(label, "", "low–high×") per interval, "—" where the run has too few steps: the CLI report's rows
+    under the figures (the page's too)."""
+    rows = []
+    for key, label in INTERVAL_FIGURES:
+        interval = getattr(result, key, None)
+        rows.append((label, "", str(interval) if interval is not None else "—"))
+    return rows
+
+
 def flat_row(result) -> dict:
     """Every figure of a RunResult as a number, one column each (per-engine figures suffixed
     _baseline/_speculative): the history CSV's row."""

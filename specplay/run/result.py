@@ -17,6 +17,10 @@ from dataclasses import dataclass
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.trace import EngineTrace, _round
 from specplay.run.comparison import Comparison, divergence_candidates, divergence_context
+from specplay.run.noise import Noise, noise_of
+
+
+INTERVAL_KEYS = ("speedup_interval", "tokens_per_step_ratio_interval", "step_cost_ratio_interval")
 
 
 @dataclass(frozen=True)
@@ -33,12 +37,13 @@ class EngineResult:
     step_seconds: float | None
     tokens_per_step: float | None
     finish_reason: str | None
+    step_times: tuple[float, ...] = ()  # each chunk's arrival (time.monotonic()): the per-step times noise reads
 
     @classmethod
     def of(cls, trace: EngineTrace) -> "EngineResult":
         return cls(trace.text, tuple(trace.token_ids), trace.ttft_s, trace.tokens_per_s, trace.steps,
                    trace.steps_source, tuple(trace.step_sizes), trace.step_seconds, trace.tokens_per_step,
-                   trace.finish_reason)
+                   trace.finish_reason, tuple(trace.step_times))
 
     @property
     def tokens(self) -> int:
@@ -87,6 +92,8 @@ class RunResult:
     run_id: str | None = None  # the page's: numbered on the pair in the order runs start
     request: RequestInfo | None = None  # the page's
     explanation: str | None = None
+    # 95% bootstrap intervals of speedup and both factors from the per-step times (specplay.run.noise)
+    noise: Noise | None = None
 
     @classmethod
     def of(cls, comparison: Comparison, preset=None, *, device: str = "cpu", engines: dict | None = None,
@@ -114,6 +121,7 @@ class RunResult:
             preset=getattr(preset, "name", preset), engines=dict(engines or {}), load_seconds=load_seconds,
             run_id=run_id,
             request=RequestInfo(request.max_tokens, request.temperature) if request is not None else None,
+            noise=noise_of(c.baseline, c.speculative),
         )
         if preset is None or not hasattr(preset, "method"):
             return result
@@ -142,6 +150,19 @@ class RunResult:
     def mean_acceptance_length(self) -> float | None:
         return self.counters.mean_acceptance_length
 
+    @property
+    def speedup_interval(self):
+        """The speedup's 95% interval (a noise.Interval: low, high, holds(x)); None when untimeable."""
+        return self.noise.speedup if self.noise else None
+
+    @property
+    def tokens_per_step_ratio_interval(self):
+        return self.noise.tokens_per_step_ratio if self.noise else None
+
+    @property
+    def step_cost_ratio_interval(self):
+        return self.noise.step_cost_ratio if self.noise else None
+
     def to_json(self) -> dict:
         """The `compare --json` object (the page's "result" adds run_id and request). Optional keys appear only
         when known: divergence_context (outputs differ and a tokenizer decodes), error and cancelled (a
@@ -161,6 +182,9 @@ class RunResult:
             "step_cost_ratio": _round(self.step_cost_ratio, 4), "schedule": self.schedule,
             "prompt_tokens": self.prompt_tokens, BASELINE: self.baseline.to_json(), SPECULATIVE: spec,
         }
+        for key in INTERVAL_KEYS:  # [low, high] or None: docs/metrics.md, "Noise"
+            interval = getattr(self, key)
+            out[key] = interval.as_list() if interval is not None else None
         if self.divergence_context is not None:
             out["divergence_context"] = dict(self.divergence_context)
         if self.divergence_candidates is not None:

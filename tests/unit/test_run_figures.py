@@ -194,7 +194,8 @@ def test_a_step_without_a_draft_counts_and_a_cut_last_step_does_not_undercount()
 
 # -- the JSON at the edges ----------------------------------------------------------------------------------------
 COMPARE_KEYS = {"identical", "first_divergence", "speedup", "tokens_per_step_ratio", "step_cost_ratio", "schedule",
-                "prompt_tokens", "baseline", "speculative", "preset", "load_seconds", "engines", "explanation"}
+                "prompt_tokens", "baseline", "speculative", "preset", "load_seconds", "engines", "explanation",
+                "speedup_interval", "tokens_per_step_ratio_interval", "step_cost_ratio_interval"}
 ENGINE_KEYS = {"text", "token_ids", "ttft_s", "tokens_per_s", "steps", "steps_source", "step_sizes", "step_seconds",
                "tokens_per_step", "finish_reason"}
 SPEC_KEYS = ENGINE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",

@@ -1,0 +1,133 @@
+"""How much of a run's speedup is noise: a 95% interval for the speedup and for both its factors, from the
+run's own per-step times (`noise_of`), and the words for it (`within_noise`, `cost_below_one_clause`).
+
+Method (docs/metrics.md): a percentile bootstrap over decode steps. Each engine's decode steps are units
+of (seconds since the previous streamed chunk, tokens, steps): a chunk is one step, except on the
+baseline, where a merged chunk of n tokens is n steps (one token a step), and on the speculative engine
+when its request's counters count more steps than chunks (vLLM merged some), where the extra steps are
+spread over the chunks in proportion to their accepted tokens. `RESAMPLES` times, with a fixed seed, both
+engines' units are resampled with replacement (each engine on its own) and the three figures recomputed
+as the run computes them (Σ tokens / Σ steps, Σ seconds / Σ steps, speculative ÷ baseline); the interval
+is the 2.5th to 97.5th percentile. Summed over the same units the point figures are exactly the run's.
+
+The bootstrap sees step-to-step jitter within the run; it can't see what moves a whole run (another
+process on the cores for its length), so repeating the run is still the stronger test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specplay.core.events import TOKENS
+
+RESAMPLES = 1000
+SEED = 0
+LEVEL = 0.95
+MIN_STEPS = 5  # fewer timed decode steps on either engine: no interval (a bootstrap of 3 says nothing)
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+    def holds(self, x: float) -> bool:
+        return self.low <= x <= self.high
+
+    def as_list(self, digits: int = 4) -> list[float]:
+        return [round(self.low, digits), round(self.high, digits)]
+
+    def __str__(self) -> str:
+        return f"{self.low:.2f}–{self.high:.2f}×"
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The run's three figures' 95% intervals (speculative ÷ baseline)."""
+
+    speedup: Interval
+    tokens_per_step_ratio: Interval
+    step_cost_ratio: Interval
+    resamples: int = RESAMPLES
+
+    @property
+    def within_noise(self) -> bool:
+        """The speedup's interval holds 1×: this run can't tell a gain from no gain."""
+        return self.speedup.holds(1.0)
+
+
+def step_units(step_sizes, step_times, decode_steps: int, steps_source: str):
+    """Per decode chunk (after the prefill one): (seconds, tokens, steps), or None when there is nothing
+    to time. `steps_source` TOKENS: one token a step."""
+    if len(step_sizes) < 2 or len(step_times) != len(step_sizes) or decode_steps <= 0:
+        return None
+    sizes = list(step_sizes[1:])
+    seconds = [b - a for a, b in zip(step_times, step_times[1:])]
+    if steps_source == TOKENS:
+        steps = [float(n) for n in sizes]
+    else:
+        extra = max(0, decode_steps - len(sizes))  # steps vLLM merged into chunks
+        accepted = sum(n - 1 for n in sizes)
+        steps = [1.0 + (extra * (n - 1) / accepted if accepted else extra / len(sizes)) for n in sizes]
+    return seconds, [float(n) for n in sizes], steps
+
+
+def _units_of(side):
+    """`side`: an EngineTrace or an EngineResult (both have step_sizes, step_times, steps, steps_source)."""
+    return step_units(side.step_sizes, side.step_times, max(0, side.steps - 1), side.steps_source)
+
+
+def _resampled(units, resamples: int, rng):
+    """Per resample: (tokens per step, seconds per step) of one engine."""
+    import numpy as np
+
+    seconds, tokens, steps = (np.asarray(u) for u in units)
+    picks = rng.integers(0, len(seconds), size=(resamples, len(seconds)))
+    n = steps[picks].sum(axis=1)
+    return tokens[picks].sum(axis=1) / n, seconds[picks].sum(axis=1) / n
+
+
+def noise_of(baseline, speculative, resamples: int = RESAMPLES, seed: int = SEED) -> Noise | None:
+    """The run's intervals from both engines' decode steps (EngineTrace or EngineResult each); None when
+    either engine has fewer than MIN_STEPS timed decode steps or a step took no time."""
+    import numpy as np
+
+    units = [_units_of(side) for side in (baseline, speculative)]
+    if any(u is None or len(u[0]) < MIN_STEPS or sum(u[0]) <= 0 for u in units):
+        return None
+    rng = np.random.default_rng(seed)
+    (b_tps, b_sec), (s_tps, s_sec) = (_resampled(u, resamples, rng) for u in units)
+    if (b_sec <= 0).any() or (s_sec <= 0).any():
+        return None  # a resample of zero-second chunks only: no rate to compare
+    gain, cost = s_tps / b_tps, s_sec / b_sec
+    tail = (1 - LEVEL) / 2 * 100
+
+    def interval(values) -> Interval:
+        low, high = np.percentile(values, [tail, 100 - tail])
+        return Interval(float(low), float(high))
+
+    return Noise(interval(gain / cost), interval(gain), interval(cost), resamples)
+
+
+def within_noise(noise: Noise | None) -> bool:
+    return noise is not None and noise.within_noise
+
+
+def cost_below_one_clause(cost: float, noise: Noise | None) -> str:
+    """What a speculative step measured cheaper than the baseline's means (it verifies more tokens, so it
+    can't be, from the work alone): noise when its interval holds 1×, else flagged as a real effect of
+    something outside the step's arithmetic. "" when the step isn't cheaper or there is no interval."""
+    if cost >= 1 or noise is None:
+        return ""
+    ci = noise.step_cost_ratio
+    if ci.holds(1.0):
+        return (f"the speculative step measuring {cost:.2f}× the baseline's is within this run's noise "
+                f"(95% interval {ci})")
+    return (f"the speculative step measured {cost:.2f}× the baseline's (95% interval {ci}), cheaper beyond this "
+            f"run's noise though it verifies more tokens, so something besides the steps' work (per-step host work, "
+            f"another process on the cores) differs between the engines and the speedup is partly that")
+
+
+def noise_sentence(speedup: float, noise: Noise) -> str:
+    """The head of the explanation when the speedup's interval holds 1×."""
+    return f"Within noise ({speedup:.2f}×, 95% interval {noise.speedup})"
