@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterator
 
-from specplay.run import metrics
+from specplay.run import metrics, whatif
 from specplay.bench.advice import advise
 from specplay.bench.latency import latency_figures, poisson_arrivals, rate_sentences, vllm_bench_commands
 from specplay.bench.passes import measured_prediction, preset_draft_passes
@@ -124,8 +124,8 @@ def synthetic_rates(acceptance: float, k: int) -> list[float]:
 
 def predicted_speedup(acceptance: float, k: int) -> float:
     """Tokens per step expected from the rates, 1 + Σ a^(i+1): the speedup if a verify step cost exactly
-    one plain forward pass and drafting were free."""
-    return 1 + sum(synthetic_rates(acceptance, k))
+    one plain forward pass and drafting were free (specplay.run.whatif's model, c = 0: the one place)."""
+    return whatif.predicted_speedup(synthetic_rates(acceptance, k), k)
 
 
 def loaded_variant(preset: Preset) -> Variant:
