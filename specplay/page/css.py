@@ -83,4 +83,28 @@ CSS = """
 .dark .status.loading { background: #451a03; color: #fde68a; }
 .dark .status.error, .dark .page-error { background: #450a0a; color: #fecaca; border-color: #b91c1c; }
 .page-error { padding: 8px 12px; border-radius: 6px; font-weight: 600; }
+.lesson-head { padding: 8px 2px; color: var(--body-text-color); }
+.lesson-head .lesson-title { font-size: 18px; font-weight: 800; margin-bottom: 4px; }
+.lesson-head p { margin: 4px 0; color: var(--body-text-color-subdued); }
+.lesson-step { padding: 10px 14px; border: 1px solid var(--border-color-primary); border-radius: 8px;
+  background: var(--block-background-fill); color: var(--body-text-color); }
+.lesson-count { font-size: 12px; text-transform: uppercase; letter-spacing: .03em; color: var(--body-text-color-subdued); }
+.lesson-step-title { font-size: 17px; font-weight: 700; margin: 2px 0 6px; }
+.lesson-meta .chip { font-size: 12px; padding: 1px 8px; border-radius: 10px; border: 1px solid var(--border-color-primary); }
+.lesson-prompt { margin: 8px 0; padding: 8px 10px; border-radius: 6px; background: var(--background-fill-secondary);
+  white-space: pre-wrap; word-break: break-word; font-size: 12.5px; max-height: 180px; overflow-y: auto; }
+.lesson-question { font-size: 15px; margin-top: 6px; }
+.lesson-look { font-size: 13px; margin-top: 4px; color: var(--body-text-color-subdued); }
+.lesson-note { margin-top: 8px; padding: 6px 10px; border-radius: 6px; background: #fffbeb; color: #92400e; font-size: 13px; }
+.dark .lesson-note { background: #451a03; color: #fde68a; }
+.lesson-progress { padding: 6px 10px; border-radius: 6px; font-size: 13.5px; background: #eff6ff; color: #1e3a8a; }
+.lesson-progress.refused { background: #fffbeb; color: #92400e; }
+.dark .lesson-progress { background: #172554; color: #dbeafe; } .dark .lesson-progress.refused { background: #451a03; color: #fde68a; }
+#lesson-result .explain, #lesson-result .badge { margin-top: 8px; }
+.lesson-more { margin-top: 4px; font-size: 12.5px; color: var(--body-text-color-subdued); }
+.lesson-answer { margin-top: 10px; padding: 10px 14px; border-radius: 8px; font-size: 14px; }
+.lesson-answer.closed { border: 1px dashed var(--border-color-primary); color: var(--body-text-color-subdued); font-style: italic; }
+.lesson-answer.open { border: 1px solid #22c55e; background: #f0fdf4; color: #14532d; }
+.dark .lesson-answer.open { background: #052e16; color: #bbf7d0; }
+.lesson-answer p { margin: 6px 0 0; }
 """

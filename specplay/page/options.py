@@ -46,6 +46,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="CPU engines on 2+ cores: fair (default: app and schedulers on the first core, "
                              "both workers on the other, so the speedup is fair), per-engine (each worker its "
                              "own core: faster, less fair), off (no pinning); or PLAYGROUND_CORE_LAYOUT")
+    parser.add_argument("--lesson", metavar="FILE",
+                        help="the Lesson tab's lesson, a YAML file (docs/lesson.md; default: the bundled one for "
+                             "this machine's device); a bad file stops the app, naming its line")
     parser.add_argument("--session-capacity", type=int,
                         help="visitors' sessions kept in memory, least recently used dropped first (default: 128)")
     remote = parser.add_argument_group("remote mode: two running `vllm serve` servers instead of in-process "
@@ -69,7 +72,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
             "allow_switching": None, "allow_bench": None, "auth_file": None, "max_run_seconds": 300.0, "queue_size": 32,
-            "session_capacity": 128, "core_layout": None,
+            "session_capacity": 128, "core_layout": None, "lesson": None,
             "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
             "server_pids": None, "model": None, "speculative_config": None, "dtype": "auto", "max_model_len": 4096,
             "load_format": "auto", "memory_split": "0.4,0.45"}
@@ -194,6 +197,18 @@ def offered_presets(options: dict):
         if not why.runnable:
             print(f"app.py: not offering {name}: {why.reason}", file=sys.stderr)
     return {n: p for n, p in chosen.items() if status[n].runnable}, initial, hardware
+
+
+def lesson_for(options: dict, hardware):
+    """The operator's lesson (--lesson, or the bundled one for this device), checked against every shipped
+    preset; a bad file stops the app with its name, line and field."""
+    from specplay.lesson.load import default_lesson_path, load_lesson
+    from specplay.lesson.schema import LessonError
+
+    try:
+        return load_lesson(options["lesson"] or default_lesson_path(hardware.device))
+    except LessonError as exc:
+        raise SystemExit(f"app.py: --lesson: {exc}") from None
 
 
 def _adhoc(options: dict):

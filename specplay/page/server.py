@@ -27,6 +27,7 @@ def serve(argv=None) -> None:
     os.environ[page_options.CORE_LAYOUT_ENV] = options["core_layout"]
     presets, initial, hardware = page_options.offered_presets(options)
     settings = page_options.settings_from_options(options)
+    lesson = page_options.lesson_for(options, hardware)  # a bad lesson file stops the app here, with its line
     from specplay.core.paths import configure_cache_env
 
     configure_cache_env()  # before Gradio is imported: its temp files go into the project's cache too
@@ -50,7 +51,7 @@ def serve(argv=None) -> None:
     try:
         manager.load(initial)  # background thread: the page serves while the engines load
         manager.watch()  # an engine dying while idle is noticed (and reloaded) within seconds
-        demo = ui.build_page(manager, settings)
+        demo = ui.build_page(manager, settings, lesson)
         # GET /health (page/health.py) is part of the app from its first request on
         ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
                   queue_size=settings.queue_size, app_kwargs={"routes": [health_route(manager)]},

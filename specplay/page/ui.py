@@ -19,6 +19,7 @@ from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
 from specplay.page.files import page_folder
 from specplay.page.guard import GuardMiddleware, limit_pending
+from specplay.page.lesson_tab import lesson_tab, wire_lesson
 from specplay.page.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
 from specplay.page.settings import PageSettings, scrub
@@ -30,20 +31,28 @@ REPLAY_LIMIT = 4  # replays at once (each holds a worker thread while it plays):
 HUB_IDS = {"smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
 
-def build_page(manager: PairManager, settings: PageSettings | None = None) -> gr.Blocks:
+def build_page(manager: PairManager, settings: PageSettings | None = None, lesson=None) -> gr.Blocks:
     settings = settings or PageSettings()
+    if lesson is None:  # the bundled lesson for this device (app.py passes the operator's, checked at start)
+        from specplay.lesson.load import default_lesson_path, load_lesson
+
+        lesson = load_lesson(default_lesson_path(manager.hardware.device))
     # one folder each, reused by every start, inside the project's cache; files older than an hour go
     history_dir, bench_dir = str(page_folder("history", PAGE_DIR)), page_folder("bench", PAGE_DIR)
     # delete_cache: every history CSV served is copied into Gradio's cache; files older than an hour go
     with gr.Blocks(title="Speculative decoding playground", delete_cache=(600, 3600)) as demo:
         header = _header(manager, list(manager.presets) if settings.allow_switching else [manager.preset.name])
-        with gr.Tabs():
+        with gr.Tabs() as tabs:
             with gr.Tab("Compare", id="compare"):
                 compare = compare_tab(manager)
+            with gr.Tab("Lesson", id="lesson"):
+                lessons = lesson_tab(lesson)
             if settings.allow_bench:  # off on a public page unless the operator allows it
                 with gr.Tab("Bench", id="bench"):
                     bench_tab(manager, settings, bench_dir)
-        wire_compare(compare, RunPlace(manager, CancelRegistry(), history_dir, settings, demo.GRADIO_CACHE))
+        place = RunPlace(manager, CancelRegistry(), history_dir, settings, demo.GRADIO_CACHE)
+        wire_compare(compare, place)
+        wire_lesson(lessons, compare, tabs, place, lesson, lambda name: switch_refusal(manager, settings, name))
         _wire_status(demo, header, compare, manager)
         _wire_switch(header, compare, manager, settings)
     _limit_replays(demo)

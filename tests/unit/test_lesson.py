@@ -115,3 +115,18 @@ def test_a_visitors_step_index_only_picks_a_step(tmp_path, presets):
     for wild in (-5, 99, "../../etc/passwd", None, 1e308, float("nan"), [1]):
         index, step = lesson.step(wild)
         assert 0 <= index < len(lesson.steps) and step is lesson.steps[index]
+
+
+def test_the_app_refuses_a_bad_lesson_at_start_with_its_name_and_line(tmp_path):
+    """`python app.py --lesson FILE` stops before serving anything, naming the file, line and field."""
+    import subprocess
+    import sys
+
+    from tests.ui_fixtures import ROOT
+
+    path = tmp_path / "trainer.yaml"
+    path.write_text(GOOD.replace("preset: smollm2-self-draft", "preset: nope"))
+    done = subprocess.run([sys.executable, str(ROOT / "app.py"), "--lesson", str(path), "--port", "1"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 1
+    assert "app.py: --lesson: trainer.yaml, line 10: field 'steps[2].preset'" in done.stderr, done.stderr
