@@ -209,3 +209,30 @@ def history_row(result, number: int, prompt: str) -> dict:
 
 def history_table(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=HISTORY_COLUMNS)
+
+
+# -- what if ---------------------------------------------------------------------------------------------
+def whatif_figure(curve: list[tuple[int, float]], k: int | None, measured: tuple[int, float] | None) -> go.Figure:
+    """The standard model's speedup against k at the sliders' acceptance and cost (`curve`: (k, speedup)),
+    the sliders' k marked, and the run's measured speedup at its own k as a point."""
+    xs, ys = [n for n, _ in curve], [round(s, 4) for _, s in curve]
+    data = [_line(xs, ys, SPECULATIVE, "predicted", mode="lines+markers", showlegend=False,
+                  hovertemplate="k=%{x}: %{y:.2f}× predicted<extra></extra>")]
+    if k is not None and curve:
+        at = dict(curve).get(k)
+        if at is not None:
+            data.append({"type": "scatter", "x": [k], "y": [round(at, 4)], "mode": "markers", "name": "sliders' k",
+                         "marker": {"size": 12, "color": COLORS[SPECULATIVE], "symbol": "circle-open",
+                                    "line": {"width": 2}}, "showlegend": False,
+                         "hovertemplate": "sliders: k=%{x}, %{y:.2f}×<extra></extra>"})
+    if measured is not None and measured[1] is not None:
+        data.append({"type": "scatter", "x": [measured[0]], "y": [round(measured[1], 4)], "mode": "markers",
+                     "name": "measured", "marker": {"size": 11, "color": COLORS[BASELINE], "symbol": "diamond"},
+                     "showlegend": False, "hovertemplate": "measured at k=%{x}: %{y:.2f}×<extra></extra>"})
+    layout = _layout("", "k (drafted tokens a step)", "speedup (×)", "whatif")
+    layout["height"] = 240
+    layout["margin"] = {"l": 50, "r": 10, "t": 10, "b": 40}
+    layout["xaxis"]["dtick"] = 1 if len(xs) <= 8 else 2
+    layout["shapes"] = [{"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+                         "line": {"color": "rgba(128,128,128,0.6)", "dash": "dot", "width": 1}}]
+    return _figure(data, layout)

@@ -17,6 +17,7 @@ from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exp
 from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.page.session import session_id
+from specplay.page.whatif_view import whatif_panel, wire_whatif
 from specplay.presets.catalog import Preset
 from specplay.presets.engines import serve_texts
 
@@ -86,6 +87,7 @@ def _examples(tab: Section, token_mode: bool) -> None:
 def _panes(tab: Section, start: dict, k: int) -> None:
     tab.add("badge", gr.HTML(start["badge"], elem_id="badge"))
     tab.add("explain", gr.HTML(start["explain"], elem_id="explain"))
+    whatif_panel(tab)  # beside the factors: the standard model at other acceptance, k and draft cost
     with gr.Row(equal_height=False):
         for name, elem_id in (("pane_b", "baseline-pane"), ("pane_s", "speculative-pane")):
             with gr.Column(min_width=320):
@@ -131,6 +133,7 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     """Run (queued with the switches: one holder of the engines at a time), its replay, Stop, the examples."""
     tab.add("history", gr.State([]))
     tab.add("live", gr.State(None))  # the last run, for its replay
+    wire_whatif(tab, place.manager)
 
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history,

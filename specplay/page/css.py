@@ -83,6 +83,14 @@ CSS = """
 .dark .status.loading { background: #451a03; color: #fde68a; }
 .dark .status.error, .dark .page-error { background: #450a0a; color: #fecaca; border-color: #b91c1c; }
 .page-error { padding: 8px 12px; border-radius: 6px; font-weight: 600; }
+.whatif { color: var(--body-text-color); font-size: 13.5px; }
+.whatif.idle { color: var(--body-text-color-subdued); padding: 6px 2px; }
+.whatif .wi-cards { display: flex; gap: 8px; flex-wrap: wrap; margin-bottom: 6px; }
+.whatif .wi-card { flex: 1 1 130px; border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 6px 10px;
+  background: var(--block-background-fill); }
+.whatif .f-label { font-size: 12px; color: var(--body-text-color-subdued); text-transform: uppercase; letter-spacing: .03em; }
+.whatif .f-value { font-size: 20px; font-weight: 800; font-variant-numeric: tabular-nums; }
+.whatif .f-note { font-size: 11.5px; color: var(--body-text-color-subdued); }
 .lesson-head { padding: 8px 2px; color: var(--body-text-color); }
 .lesson-head .lesson-title { font-size: 18px; font-weight: 800; margin-bottom: 4px; }
 .lesson-head p { margin: 4px 0; color: var(--body-text-color-subdued); }
