@@ -6,6 +6,7 @@ from __future__ import annotations
 from specplay.cli.base import console
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE
 from specplay.run import metrics
+from specplay.run.steps import acceptance_histogram
 
 
 def verdict(result) -> str:
@@ -40,6 +41,9 @@ def metrics_rows(result) -> list[tuple[str, str, str]]:
     rows.append(("drafts / draft tokens / accepted", "",
                  f"{c.num_drafts} / {c.num_draft_tokens} / {c.num_accepted_tokens}"))
     rows.append(("accepted per position", "", " ".join(map(str, c.accepted_per_position)) or "—"))
+    rows.append(("steps by accepted count", "", " ".join(map(str, acceptance_histogram(c))) or "—"))
+    if result.step_detail is not None and result.step_detail.steps:
+        rows.append(("steps whose drafts are known", "", f"{result.step_detail.known} of {len(result.step_detail.steps)}"))
     if result.acceptance_source:
         rows.append(("acceptance counted from", "", result.acceptance_source))
     return rows

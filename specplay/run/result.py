@@ -18,6 +18,7 @@ from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.trace import EngineTrace, _round
 from specplay.run.comparison import Comparison, divergence_candidates, divergence_context
 from specplay.run.noise import Noise, noise_of
+from specplay.run.steps import StepDetail, acceptance_histogram, step_detail
 
 
 INTERVAL_KEYS = ("speedup_interval", "tokens_per_step_ratio_interval", "step_cost_ratio_interval")
@@ -94,6 +95,8 @@ class RunResult:
     explanation: str | None = None
     # 95% bootstrap intervals of speedup and both factors from the per-step times (specplay.run.noise)
     noise: Noise | None = None
+    # the speculative engine's verification steps, reconstructed (specplay.run.steps); needs the preset
+    step_detail: StepDetail | None = None
 
     @classmethod
     def of(cls, comparison: Comparison, preset=None, *, device: str = "cpu", engines: dict | None = None,
@@ -126,7 +129,9 @@ class RunResult:
         if preset is None or not hasattr(preset, "method"):
             return result
         sentence = explain(result, preset.facts.kind, preset.num_speculative_tokens, device, step_floor_s)
-        return dataclasses.replace(result, explanation=sentence)
+        detail = step_detail(c.prompt_token_ids, c.speculative, preset.speculative_config, preset.facts.kind,
+                             preset.target.max_model_len)
+        return dataclasses.replace(result, explanation=sentence, step_detail=detail)
 
     @property
     def stopped(self) -> bool:
@@ -175,6 +180,10 @@ class RunResult:
             "accepted_per_position": list(c.accepted_per_position),
             "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens, "num_accepted": c.num_accepted_tokens,
             "acceptance_source": self.acceptance_source, "efficiency": _round(self.efficiency, 3),
+            "acceptance_histogram": acceptance_histogram(c),  # vLLM's: [j] = steps that accepted j drafts
+            # per decode step: {start, tokens, accepted, drafted, proposed, target_token, seconds} (None: unknown)
+            "step_detail": [s.to_json() for s in self.step_detail.steps] if self.step_detail else None,
+            "step_detail_note": self.step_detail.note if self.step_detail else None,
         })
         out = {
             "identical": self.identical, "first_divergence": self.first_divergence,
