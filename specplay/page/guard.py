@@ -1,84 +1,156 @@
-"""What protects a public page from one visitor: at most one pending run per session and per client address
-(a second is refused at once, with a message), a cap on request bodies (checked before anything parses
-them), and no uploads (the page takes none). Gradio only through the objects it hands in: no import here."""
+"""What protects a public page from one visitor: in every queue group at most one pending event per session,
+and a few per client address over all groups (a second is refused at once, with a message); a session that
+doesn't read its stream stopped before Gradio keeps megabytes for it; a cap on request bodies (checked
+before anything parses them); no uploads (the page takes none) and no fetching of URLs through file=.
+
+The client address is the peer's, as uvicorn gives it: it believes X-Forwarded-For only from the proxies the
+operator names (`forwarded_env`), and then takes the rightmost hop that isn't one of them."""
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 
 BODY_LIMIT_BYTES = 1 << 20  # 1 MiB: a 20,000-character prompt in JSON is well under it
 GRACE_CHECKS, GRACE_STEP_S = 5, 0.1  # a conflict is looked at again for half a second before refusing
+ADDRESS_PENDING = 3  # per client address, over every group: a few visitors behind one NAT are all served
+UNREAD_LIMIT_BYTES = 1 << 20  # frames queued for a session since it last caught up: past this, it isn't reading
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 ONE_PENDING = ("You already have a run waiting or running on this page: wait until it has finished "
                "(or press Stop), then run again.")
+ADDRESS_FULL = (f"{ADDRESS_PENDING} runs from your network address are waiting or running already: wait until "
+                "one has finished, then run again.")
+NOT_READ = "Stopped: this session did not read the run's output (its page was closed or stalled)."
+
+
+def trusted_proxies(values) -> tuple[str, ...]:
+    """The operator's proxies (addresses or networks, as a list or "a,b"): checked; "*" is refused, as it makes
+    X-Forwarded-For's leftmost hop, which any client writes, the address."""
+    if isinstance(values, str):
+        values = values.split(",")
+    checked = []
+    for value in (str(v).strip() for v in values or ()):
+        if not value:
+            continue
+        try:
+            checked.append(str(ipaddress.ip_network(value, strict=False)))
+        except ValueError:
+            raise ValueError(f"--trusted-proxies: {value!r} is not an IP address or network "
+                             "(\"*\" is refused: any client could then choose its address)") from None
+    return tuple(checked)
+
+
+def forwarded_env(trusted: tuple[str, ...]) -> str:
+    """FORWARDED_ALLOW_IPS for uvicorn, which rewrites the peer from X-Forwarded-For for these proxies only
+    (the rightmost hop that isn't one of them); "" trusts nobody: the peer is the address."""
+    return ",".join(trusted)
 
 
 def client_address(request) -> str | None:
-    """The visitor's address: X-Forwarded-For's first hop when a proxy put one there, else the peer's."""
-    forwarded = request.headers.get("x-forwarded-for", "") if request is not None else ""
-    first = forwarded.split(",")[0].strip()
-    if first:
-        return first
-    client = getattr(request, "client", None)
-    return getattr(client, "host", None)
+    """The visitor's address: the peer, or for a trusted proxy the hop uvicorn found (`forwarded_env`)."""
+    return getattr(getattr(request, "client", None), "host", None)
 
 
-def _keys(event) -> tuple[str | None, str | None]:
-    """(session, address) of a queued event; the address is None for a direct loopback client (the operator,
-    a load test on this machine), which only the per-session limit applies to."""
-    request = event.request
+def _address(request, local: bool) -> str | None:
+    """The address a request counts under; None for a direct client on this machine of a page served to this
+    machine only (the operator, a load test): only the per-session limit applies to it. A request that came
+    through a proxy (it says X-Forwarded-For) is never exempt."""
     address = client_address(request)
-    direct = request is None or not request.headers.get("x-forwarded-for")
-    if direct and address in LOOPBACK:
-        address = None
-    return event.session_hash, address
+    headers = getattr(request, "headers", None) or {}
+    if local and address in LOOPBACK and not headers.get("x-forwarded-for") and not headers.get("forwarded"):
+        return None
+    return address
 
 
-def pending_events(queue, groups: tuple[str, ...]) -> list:
-    """The events of `groups` (concurrency ids) waiting in or being run by Gradio's queue."""
-    waiting = [e for cid, q in queue.event_queue_per_concurrency_id.items() if cid in groups for e in q.queue]
-    running = [e for job in queue.active_jobs if job for e in job if e.concurrency_id in groups and not e.closed]
+def queued_groups(blocks) -> set[str]:
+    """The concurrency groups a visitor can join (every queued event's): the limits cover all of them."""
+    return {fn.concurrency_id for fn in blocks.fns.values() if fn.queue is not False}
+
+
+def pending_events(queue) -> list:
+    """The events waiting in or being run by Gradio's queue, every group."""
+    waiting = [e for q in queue.event_queue_per_concurrency_id.values() for e in q.queue]
+    running = [e for job in queue.active_jobs if job for e in job if e.alive and not e.closed]
     return waiting + running
 
 
-def limit_pending(queue, groups: tuple[str, ...] = ("engines", "bench"), message: str = ONE_PENDING) -> None:
-    """Wrap Gradio's `Queue.push`: an event of `groups` is refused while the same session or client address
-    already has one pending (the queue's own checks come after, unchanged)."""
+def limit_pending(queue, local: bool = True) -> None:
+    """Wrap Gradio's `Queue.push`: an event is refused while its session has one pending in the same group, or
+    its address ADDRESS_PENDING in any (`local`: the page listens on this machine only, see `_address`).
+    The queue's own checks come after, unchanged."""
     push = queue.push
 
     async def guarded_push(body, request, username):
         fn = queue.blocks.fns.get(body.fn_index) if body.fn_index is not None else None
-        if fn is not None and fn.concurrency_id in groups:
-            keys = (body.session_hash, _keys(_Probe(request))[1])
+        if fn is not None:
+            address = _address(request, local)
             # a run that has just sent its last output may not have left the queue's books yet: a moment's grace
             for _ in range(GRACE_CHECKS):
-                if not _conflict(queue, groups, keys):
+                refusal = _refusal(queue, fn.concurrency_id, body.session_hash, address, local)
+                if refusal is None:
                     break
                 await asyncio.sleep(GRACE_STEP_S)
             else:
-                return False, message, "error"  # 400 with the message: the page shows it as it is
+                return False, refusal, "error"  # 400 with the message: the page shows it as it is
         return await push(body, request, username)
 
     queue.push = guarded_push
 
 
-def _conflict(queue, groups, keys) -> bool:
-    session, address = keys
-    for event in pending_events(queue, groups):
-        other_session, other_address = _keys(event)
-        if (session and other_session == session) or (address and other_address == address):
-            return True
-    return False
+def _refusal(queue, group: str, session: str | None, address: str | None, local: bool) -> str | None:
+    from_address = 0
+    for event in pending_events(queue):
+        if session and event.session_hash == session and event.concurrency_id == group:
+            return ONE_PENDING
+        if address is not None and _address(event.request, local) == address:
+            from_address += 1
+    return ADDRESS_FULL if from_address >= ADDRESS_PENDING else None
 
 
-class _Probe:
-    """A request not yet made an event, seen as one by `_keys`."""
+def bound_unread(queue, limit: int = UNREAD_LIMIT_BYTES) -> None:
+    """Wrap Gradio's `Queue.send_message`: Gradio keeps every frame of a session until it reads /queue/data.
+    Once a session's frames since it last caught up pass `limit`, it isn't reading: its events are stopped
+    (as if it had left: a run releases the engines), its unread frames dropped, and a late reader told why."""
+    send = queue.send_message
 
-    def __init__(self, request):
-        self.request, self.session_hash = request, None
+    def bounded_send(event, message):
+        send(event, message)
+        messages = queue.pending_messages_per_session.get(event.session_hash)
+        if messages is None or not event.alive:
+            return
+        # counted on Gradio's own queue of the session (it goes when the session does): reset when caught up
+        unread = (0 if messages.qsize() <= 1 else getattr(messages, "playground_unread", 0)) + _size(message)
+        messages.playground_unread = unread
+        if unread > limit:
+            _stop_unread(queue, event, messages)
+
+    queue.send_message = bounded_send
 
 
+def _size(message) -> int:
+    try:
+        return len(message.model_dump_json())
+    except Exception:  # a value pydantic can't write (Gradio's own send uses orjson's default=str)
+        return len(repr(message))
+
+
+def _stop_unread(queue, event, messages) -> None:
+    from gradio.server_messages import ProcessCompletedMessage
+
+    failed = {"output": {"error": NOT_READ}, "success": False}
+    ends = []
+    while not messages.empty():  # the frames go; an earlier event's end stays, small, so a reader's stream closes
+        old = messages.get_nowait()
+        if getattr(old, "msg", None) == "process_completed":
+            ends.append(old.model_copy(update=failed))
+    for message in ends + [ProcessCompletedMessage(event_id=event._id, **failed)]:
+        messages.put_nowait(message)
+    messages.playground_unread = 0
+    for job in queue.active_jobs:
+        for other in job or ():
+            if other.session_hash == event.session_hash:
+                other.alive = False  # Gradio's own mark for a client gone: the run's generator is closed
 class GuardMiddleware:
     """ASGI: refuse uploads (403) and bodies over `limit` bytes (413), by Content-Length or while streaming."""
 

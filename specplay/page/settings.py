@@ -20,6 +20,9 @@ class PageSettings:
     # last run), least recently used dropped first. Gradio's default, 10,000, lets a closed tab's state stay
     # until 10,000 more have opened; an open tab's status poll touches its session every second.
     session_capacity: int = 128
+    # Proxies whose X-Forwarded-For is believed (addresses or networks): the visitor's address is then the
+    # rightmost hop that isn't one of them. None: the peer is the address (docs/hosting.md).
+    trusted_proxies: tuple[str, ...] = ()
 
 
 # Absolute paths (two or more components) in an error message say where things live on the server; a

@@ -5,6 +5,7 @@ preset switch, the `status` API route, and serving. What the page shows is compu
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -18,7 +19,7 @@ from specplay.page.closing import LoopMarker
 from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
 from specplay.page.files import page_folder
-from specplay.page.guard import GuardMiddleware, limit_pending
+from specplay.page.guard import LOOPBACK, GuardMiddleware, bound_unread, forwarded_env, limit_pending
 from specplay.page.lesson_tab import lesson_tab, wire_lesson
 from specplay.page.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
@@ -26,6 +27,7 @@ from specplay.page.settings import PageSettings, scrub
 from specplay.presets.catalog import Preset, availability, dtype_for, where_it_pays
 
 HEADER_OUTPUTS = ("status", "preset", "preset_info")
+FORWARDED_ALLOW_IPS = "FORWARDED_ALLOW_IPS"  # uvicorn's setting: the proxies whose X-Forwarded-For it believes
 REPLAY_LIMIT = 4  # replays at once (each holds a worker thread while it plays): the rest wait their turn
 # The hub models the offline conversions come from: the serve panel names them, not the server's cache path
 HUB_IDS = {"smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
@@ -59,6 +61,7 @@ def build_page(manager: PairManager, settings: PageSettings | None = None, lesso
     # Gradio copies a file a handler returns only from the working directory, the temp directory or an
     # allowed path: the cache may be elsewhere (PLAYGROUND_CACHE=/data, or a .cache that is a symlink)
     demo.playground_file_dirs = [history_dir, str(bench_dir)]
+    demo.playground_settings = settings  # launch() reads the trusted proxies
     return demo
 
 
@@ -162,19 +165,31 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     """Serve the page with a queue: runs wait their turn instead of fighting over the engines."""
     from starlette.middleware import Middleware
 
+    settings = getattr(demo, "playground_settings", None) or PageSettings()
     # The engines' outputs are read by an asyncio loop in this process; threads rendering the page must hand
     # the GIL back quickly (default: every 5 ms), or vLLM merges two steps' chunks before the loop reads them.
     sys.setswitchinterval(0.001)
     # api_open=False: a direct POST to a queued route is refused, so every run waits its turn in the queue
     demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
-    limit_pending(demo._queue)  # one pending run per session and per client address
+    # one pending event per session in each queue group, a few per client address; unread streams stopped
+    limit_pending(demo._queue, local=host in LOOPBACK and not share)
+    bound_unread(demo._queue)
     app_kwargs = dict(app_kwargs or {})
     # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware),
                                 Middleware(LoopMarker, page=demo)]  # closing.close() needs the loop
-    # show_error=False: an exception outside a handler's own try shows as a plain "Error", never its text
-    return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
-                       prevent_thread_lock=not block, show_error=False, footer_links=["api"],
-                       theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs,
-                       state_session_capacity=session_capacity,  # see PageSettings.session_capacity
-                       allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)
+    # uvicorn reads which proxies' X-Forwarded-For it believes when Gradio makes its server, inside launch()
+    before = os.environ.get(FORWARDED_ALLOW_IPS)
+    os.environ[FORWARDED_ALLOW_IPS] = forwarded_env(settings.trusted_proxies)
+    try:
+        # show_error=False: an exception outside a handler's own try shows as a plain "Error", never its text
+        return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
+                           prevent_thread_lock=not block, show_error=False, footer_links=["api"],
+                           theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs,
+                           state_session_capacity=session_capacity,  # see PageSettings.session_capacity
+                           allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)
+    finally:  # the server is made by now (a blocking launch returns only when it stops)
+        if before is None:
+            os.environ.pop(FORWARDED_ALLOW_IPS, None)
+        else:
+            os.environ[FORWARDED_ALLOW_IPS] = before
