@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specplay.bench.passes import cost_sentence
+from specplay.presets.methods import facts_for
 
 LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
 RAISE_ABOVE, LOWER_BELOW = 0.70, 0.50
@@ -64,16 +65,18 @@ def _why(rows_by_k: dict[int, dict], rule_wants_more: bool, method: str, async_s
         return "too few steps were timed to say why"
     trend = f"the step-cost factor goes from {c_lo:.2f}× at k={lo} to {c_hi:.2f}× at k={hi}"
     gain = f"tokens per step {g_lo:.2f}× → {g_hi:.2f}×"
+    facts = facts_for({"method": method})  # the method table: does drafting run passes, one per position?
+    passes, per_position = facts.drafts_cost_a_pass, facts.draft_passes(2) == 2
     if rule_wants_more:
         if c_hi > c_lo * COST_GROWS:
             cause = (" because the speculative engine runs without async scheduling here, so every step waits "
                      "for the host while it drafts and verifies k+1 tokens" if async_scheduling is False else
-                     f" because each extra draft position adds {'a draft pass and ' if method != 'ngram' else ''}"
+                     f" because each extra draft position adds {'a draft pass and ' if per_position else ''}"
                      "verification work to every step")
             return f"{trend}{cause}, and a longer draft buys too little to cover it ({gain})"
         return f"acceptance falls off at the later positions: {gain}, while {trend}"
     if c_hi <= c_lo * COST_GROWS:
-        free = " (n-gram drafts cost no forward pass)" if method == "ngram" else ""
+        free = f" ({'n-gram' if facts.lookup else method} drafts cost no forward pass)" if passes is False else ""
         return f"{trend}: extra draft positions are almost free{free}, so even a few accepted tokens pay ({gain})"
     return f"the accepted tokens outweigh the extra cost: {gain}, while {trend}"
 

@@ -6,22 +6,18 @@ yields over t_s / t_b. Pure arithmetic on numbers the bench measured."""
 
 from __future__ import annotations
 
-# Draft passes per speculative step, beside the verify pass, by method: a lookup drafter (n-gram, suffix)
-# runs no forward pass; a draft model runs one pass per drafted token, or one for all k when it drafts in
-# parallel; EAGLE-style heads and MTP layers run one head pass per drafted token.
-NO_PASS_METHODS = ("ngram", "suffix")
+from specplay.presets.methods import facts_for
 
 
-def draft_passes(method: str, k: int, parallel_drafting: bool = False) -> int:
-    """Draft forward passes in one speculative step."""
-    if method in NO_PASS_METHODS:
-        return 0
-    # draft_model, eagle, eagle3, mtp (and a method not known here): one pass per drafted token
-    return 1 if parallel_drafting else k
+def draft_passes(method: str, k: int, parallel_drafting: bool = False) -> int | None:
+    """Draft forward passes in one speculative step, from the method table (presets.methods): none for a
+    lookup drafter (n-gram, suffix), one for all k when drafting in parallel (PARD, DFlash, DSpark), else
+    one per drafted token; None for a method the table doesn't know."""
+    return facts_for({"method": method, "parallel_drafting": parallel_drafting}).draft_passes(k)
 
 
-def preset_draft_passes(speculative_config: dict, k: int) -> int:
-    return draft_passes(speculative_config.get("method", ""), k, bool(speculative_config.get("parallel_drafting")))
+def preset_draft_passes(speculative_config: dict, k: int) -> int | None:
+    return facts_for(speculative_config).draft_passes(k)
 
 
 def measured_prediction(baseline_step_s: float | None, speculative_step_s: float | None, passes: int | None,

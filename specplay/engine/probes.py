@@ -1,7 +1,9 @@
 """What the installed vLLM accepts, asked of vLLM itself (not a table of versions): SpeculativeConfig's
 field names and its speculative methods (presets check their `speculative_config` against these when they
-load, so a typo fails at once instead of minutes later at engine start), and whether its engine arguments
-take per-request spec-decode metrics (the serve lines switch them on).
+load, so a typo fails at once instead of minutes later at engine start), what it can run (Model Runner V1,
+parallel drafting, the verifiers, suffix without arctic-inference: `vllm_facts`, read from its source by
+engine.vllm_facts), and whether its engine arguments take per-request spec-decode metrics (the serve lines
+switch them on).
 
 Importing vLLM's config or engine arguments takes seconds (20 s on a small CPU: `serve-cmd` took 26 s), so
 each answer is kept on disk per vLLM build (version + the source file's size and mtime) under the project cache.
@@ -9,18 +11,17 @@ each answer is kept on disk per vLLM build (version + the source file's size and
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
 import json
-import typing
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from specplay.core.paths import CACHE_DIR
+from specplay.engine.vllm_facts import VllmFacts, folder_reader, read_facts
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ def _version() -> str:
 
 def _cache_path(source: Path, kind: str = "speculative") -> Path:
     stat = source.stat()
-    key = f"{_version()}:{source}:{stat.st_size}:{stat.st_mtime_ns}"
+    key = f"{_version()}:{source}:{stat.st_size}:{stat.st_mtime_ns}:{_plugins()}"
     return CACHE_DIR / "probes" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
@@ -65,20 +66,24 @@ def _keep(cache: Path, data: dict) -> None:
         pass
 
 
-def _literal_values(annotation) -> list[str]:
-    out = []
-    for arg in typing.get_args(annotation):
-        out += [arg] if isinstance(arg, str) else _literal_values(arg)
-    return out
-
-
-def _ask_vllm() -> SpeculativeProbe | None:
+def _plugins() -> str:
+    """vLLM's general plugins installed here (they may register speculative methods): part of the cache key."""
     try:
-        from vllm.config.speculative import SpeculativeConfig, SpeculativeMethod
-    except Exception:  # not installed, or a broken install: the preset loads without this check
-        return None
-    return SpeculativeProbe(frozenset(f.name for f in dataclasses.fields(SpeculativeConfig)),
-                            frozenset(_literal_values(SpeculativeMethod)))
+        return ",".join(sorted(ep.name for ep in importlib.metadata.entry_points(group="vllm.general_plugins")))
+    except Exception:
+        return ""
+
+
+def _registered_methods() -> list[str]:
+    """Custom speculative methods vLLM's plugins register (vLLM 0.34's `register_speculative_method`)."""
+    try:
+        from vllm.plugins import load_general_plugins
+        from vllm.v1.worker.gpu.spec_decode.speculator_config import registered_speculative_methods
+
+        load_general_plugins()
+        return list(registered_speculative_methods())
+    except Exception:  # a broken plugin must not hide the built-in methods
+        return []
 
 
 def _kept(relative: str, kind: str, keys: tuple[str, ...], ask: Callable[[], dict | None]) -> dict | None:
@@ -101,13 +106,26 @@ def _kept(relative: str, kind: str, keys: tuple[str, ...], ask: Callable[[], dic
 
 
 @lru_cache(maxsize=1)
-def speculative_probe() -> SpeculativeProbe | None:
-    """The installed vLLM's SpeculativeConfig fields and methods; None when vLLM isn't importable."""
+def vllm_facts() -> VllmFacts | None:
+    """What the installed vLLM has and can run (engine.vllm_facts), read from its source once per build and
+    kept on disk; plugins' custom methods asked of vLLM where it has them. None without vLLM."""
     def ask() -> dict | None:
-        probe = _ask_vllm()
-        return None if probe is None else {"fields": sorted(probe.fields), "methods": sorted(probe.methods)}
-    data = _kept("config/speculative.py", "speculative", ("fields", "methods"), ask)
-    return None if data is None else SpeculativeProbe(frozenset(data["fields"]), frozenset(data["methods"]))
+        source = _source_file()
+        facts = read_facts(folder_reader(source.parents[1])) if source is not None else None
+        if facts is None:
+            return None
+        facts["version"] = _version()
+        facts["custom_methods"] = _registered_methods() if facts["has_custom_methods"] else []
+        return facts
+    data = _kept("config/speculative.py", "facts", ("version", "methods", "fields", "has_v1_runner"), ask)
+    return None if data is None else VllmFacts.from_dict(data)
+
+
+@lru_cache(maxsize=1)
+def speculative_probe() -> SpeculativeProbe | None:
+    """The installed vLLM's SpeculativeConfig fields and methods (its own and plugins'); None without vLLM."""
+    facts = vllm_facts()
+    return None if facts is None else SpeculativeProbe(facts.fields, facts.all_methods)
 
 
 @lru_cache(maxsize=1)

@@ -100,7 +100,7 @@ def measure_memory(hardware: Hardware) -> MachineMemory:
 class ModelPart:
     """One model an engine loads: the target, a draft model or an EAGLE head."""
 
-    kind: str  # "target", or the method table's plan_label: "draft model", "PARD draft", "EAGLE head", ...
+    kind: str  # "target", or the method table's plan_label: "draft model", "DFlash draft", "EAGLE head", ...
     ref: str
     origin: str  # where its config came from, or why there is none
     params: int | None = None
@@ -151,8 +151,10 @@ class MemoryPlan:
         return asdict(self)
 
 
-def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | None, method: str | None,
+def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | None, head: str | None,
                 target_config: dict | None) -> tuple[ModelPart, dict | None]:
+    """One model's part; `head`: the method of an EAGLE-style head (the method table's draft "head"), whose
+    count needs the target's config."""
     try:
         config, origin = load_config(ref)
     except ConfigUnavailable as exc:
@@ -162,10 +164,10 @@ def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | No
     except ValueError as exc:
         return ModelPart(kind, ref, f"{origin}: {exc}", tp=tp), None
     note = ""
-    if method in ("eagle", "eagle3"):
+    if head is not None:
         if target_config is None:
             return ModelPart(kind, ref, origin, tp=tp, note="the target's config is needed to count the head"), config
-        count, note = count_eagle_head(config, method, target_config)
+        count, note = count_eagle_head(config, head, target_config)
     else:
         count = count_parameters(config)
     lin_bytes, qmethod = linear_weight_bytes(quantization, config, dbytes)
@@ -193,11 +195,11 @@ def _engine_rows(preset, device: str) -> list[EngineRow]:
     parts = [target]
     if facts.draft == "inside":
         parts = [target, _mtp_part(target, target_config, dtype)]
-    elif facts.needs_model:
+    elif facts.needs_model or (facts.needs_model is None and isinstance(spec.get("model"), str)):
         # The draft runs in the target's dtype (vLLM's draft model config takes the target's).
         draft_tp = spec.get("draft_tensor_parallel_size", tp)
         head = preset.method if facts.draft == "head" else None
-        draft, _ = _model_part(facts.plan_label, spec["model"], dtype, draft_tp, spec.get("quantization"), head,
+        draft, _ = _model_part(facts.plan_label or "draft", spec["model"], dtype, draft_tp, spec.get("quantization"), head,
                                target_config)
         parts = [target, draft]
     rows.append(EngineRow(SPECULATIVE, parts))

@@ -1,4 +1,5 @@
-"""Can a preset run here, and if not, exactly why (GPUs, a package vLLM needs, the hub)."""
+"""Can a preset run here, and if not, exactly why in one sentence (what the installed vLLM lacks, GPUs, a
+package vLLM needs, the hub)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from specplay.core.hardware import Hardware, detect
+from specplay.presets.capabilities import needed_package
 from specplay.presets.models import cached_hub_config
 from specplay.presets.offline_model import OFFLINE_MODELS
 from specplay.presets.schema import Preset
@@ -27,7 +29,7 @@ def _hub_cached(repo_id: str) -> bool:
 
 
 def _package_missing(preset: Preset) -> str | None:
-    needed = preset.facts.needs_package
+    needed = needed_package(preset.speculative_config)
     if needed is None:
         return None
     module, why = needed
@@ -41,7 +43,7 @@ def _package_missing(preset: Preset) -> str | None:
 def availability(preset: Preset, hardware: Hardware | None = None) -> Availability:
     hardware = hardware or detect()
     if preset.vllm_problem:
-        return Availability(False, "the installed vLLM can't run it: " + preset.vllm_problem.split(": ", 1)[-1])
+        return Availability(False, preset.vllm_problem)
     if preset.device == "gpu" and hardware.gpu_count == 0:
         return Availability(False, f"needs {preset.gpus} GPU(s); none here")
     if hardware.gpu_count and hardware.gpu_count < preset.gpus:

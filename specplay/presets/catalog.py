@@ -19,7 +19,7 @@ from specplay.presets.engines import (  # noqa: F401
     BASELINE_PORT, CPU_EAGER_ENV, CPU_ENV, SPECULATIVE_PORT, dtype_for, engine_settings, engines_get_own_gpus,
     serve_command, serve_commands, where_it_pays,
 )
-from specplay.presets.methods import METHODS  # noqa: F401
+from specplay.presets.capabilities import INSTALLED
 from specplay.presets.models import resolve_model  # noqa: F401
 from specplay.presets.schema import Preset, PresetError  # noqa: F401
 from specplay.presets.validation import validate
@@ -45,18 +45,19 @@ def default_preset_name(hardware=None, presets: dict | None = None) -> str:
     return DEFAULT_PRESET
 
 
-def load_file(path: Path) -> Preset:
+def load_file(path: Path, facts=INSTALLED) -> Preset:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         raise PresetError(f"{path.name}: not valid YAML ({exc})") from exc
-    return validate(data, path)
+    return validate(data, path, facts)
 
 
-def load_presets(directory: Path = PRESETS_DIR) -> dict[str, Preset]:
+def load_presets(directory: Path = PRESETS_DIR, facts=INSTALLED) -> dict[str, Preset]:
+    """The catalog, judged against the installed vLLM (or `facts`: another vLLM's, engine.vllm_facts)."""
     presets = {}
     for path in sorted(directory.glob("*.yaml")):
-        preset = load_file(path)
+        preset = load_file(path, facts)
         presets[preset.name] = preset
     if not presets:
         raise PresetError(f"no presets (*.yaml) in {directory}")

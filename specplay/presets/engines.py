@@ -8,6 +8,7 @@ import shlex
 
 from specplay.core.events import BASELINE, SPECULATIVE, EngineSettings
 from specplay.core.hardware import Hardware, core_layout, detect, split_cores
+from specplay.presets.capabilities import has_v1_runner
 from specplay.presets.models import OFFLINE, resolve_model
 from specplay.presets.schema import Preset
 
@@ -72,7 +73,9 @@ def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
 
 def _engine_env(preset: Preset, role: str, hardware: Hardware) -> dict:
     env = {}
-    if role == SPECULATIVE and preset.model_runner in MODEL_RUNNER_VALUES:
+    # Only where vLLM still chooses between runners: 0.34 has V2 alone and refuses the variable's "0" (and
+    # warns that "1" is redundant).
+    if role == SPECULATIVE and preset.model_runner in MODEL_RUNNER_VALUES and has_v1_runner() is not False:
         env[MODEL_RUNNER_ENV] = MODEL_RUNNER_VALUES[preset.model_runner]
     if hardware.device == "gpu":
         if not engines_get_own_gpus(preset):

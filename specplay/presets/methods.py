@@ -1,8 +1,11 @@
-"""One table of what the playground knows about each speculative method; adding a method touches only
-this table (and vLLM must accept the method: presets check that against the installed vLLM).
+"""One table of what the playground knows about each speculative method; every layer reads it (the schema,
+validation, bench passes and advice, the explanation, the memory plan). Which method names are allowed is
+not decided here: the installed vLLM says (`engine.probes.vllm_facts`: its `SpeculativeMethod` plus any
+registered custom methods). A name vLLM accepts that this table doesn't know gets NEUTRAL facts (nothing
+assumed: no model check, draft passes unknown), so a method vLLM adds next month runs ad hoc unchanged.
 
-A method's "kind" is its vLLM `method`, except that `draft_model` with `parallel_drafting: true` (PARD)
-is a kind of its own: its step costs differ.
+A method's "kind" is its vLLM `method`, except that `draft_model` with `parallel_drafting: true` (PARD,
+vLLM 0.31-0.33) is a kind of its own: its step costs differ; and vLLM's deprecated `*_mtp` names are `mtp`.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # What a speculative step costs beyond the target's verify pass over k+1 tokens.
-VERIFY_ONLY, ONE_DRAFT_PASS, K_DRAFT_PASSES, K_HEAD_PASSES = (
-    "verify only", "verify + one draft pass", "verify + k draft passes", "verify + k head passes")
-# How vLLM 0.32 runs it on Model Runner V2.
+VERIFY_ONLY, ONE_DRAFT_PASS, K_DRAFT_PASSES, K_HEAD_PASSES, UNKNOWN_COST = (
+    "verify only", "verify + one draft pass", "verify + k draft passes", "verify + k head passes",
+    "not known to the playground")
+# How vLLM 0.32 runs it on Model Runner V2 (on 0.34 V2 is the only runner; the draft model has CUDA graphs there).
 V2_GRAPHED, V2_UNGRAPHED, V2_UNSUPPORTED = "CUDA graphs", "no CUDA graphs", "not on V2 (vLLM runs it on V1)"
 
 
@@ -20,28 +24,41 @@ V2_GRAPHED, V2_UNGRAPHED, V2_UNSUPPORTED = "CUDA graphs", "no CUDA graphs", "not
 class MethodFacts:
     kind: str
     method: str  # vLLM's `method`
-    draft: str  # "model" (a draft model), "head" (EAGLE head), "inside" (MTP layers in the target), "none"
+    draft: str  # "model" (a draft model), "head" (EAGLE head), "inside" (MTP layers in the target), "none", "?"
     plan_label: str | None  # what the memory plan calls the extra model; None when there is none
-    step_cost: str  # one of VERIFY_ONLY, ONE_DRAFT_PASS, K_DRAFT_PASSES, K_HEAD_PASSES
+    step_cost: str  # one of VERIFY_ONLY, ONE_DRAFT_PASS, K_DRAFT_PASSES, K_HEAD_PASSES, UNKNOWN_COST
     v2: str | None  # how Model Runner V2 runs it (vLLM 0.32); None where not established
     advice: str  # what would help when acceptance is weak (completes "...; {advice}.")
+    target_hidden_states: bool = False  # drafts from the target's hidden states (EAGLE, MTP, DFlash, DSpark)
     lookup: bool = False  # needs prompt_lookup_min/max (n-gram matching)
     gpu_only: bool = False
     needs_package: tuple[str, str] | None = None  # (import name, why and how to install) when vLLM needs one
+    known: bool = True  # False: the neutral facts of a method vLLM has and this table doesn't
 
     @property
-    def needs_model(self) -> bool:
-        """Whether speculative_config names a model (draft or head)."""
-        return self.draft in ("model", "head")
+    def needs_model(self) -> bool | None:
+        """Whether speculative_config names a model (draft or head); None: not known (neutral facts)."""
+        return None if self.draft == "?" else self.draft in ("model", "head")
 
-    def draft_passes(self, k: int) -> int:
-        """Draft or head forward passes per speculative step (the cost model of a step)."""
-        return {VERIFY_ONLY: 0, ONE_DRAFT_PASS: 1, K_DRAFT_PASSES: k, K_HEAD_PASSES: k}[self.step_cost]
+    @property
+    def parallel(self) -> bool:
+        """One draft pass proposes all k tokens (PARD, DFlash, DSpark)."""
+        return self.step_cost == ONE_DRAFT_PASS
+
+    @property
+    def drafts_cost_a_pass(self) -> bool | None:
+        """Whether drafting runs a forward pass (a model, head or MTP layer); None when not known."""
+        return None if self.step_cost == UNKNOWN_COST else self.step_cost != VERIFY_ONLY
+
+    def draft_passes(self, k: int) -> int | None:
+        """Draft or head forward passes per speculative step (the cost model of a step); None when unknown."""
+        return {VERIFY_ONLY: 0, ONE_DRAFT_PASS: 1, K_DRAFT_PASSES: k, K_HEAD_PASSES: k}.get(self.step_cost)
 
 
 _NGRAM_ADVICE = ("n-gram drafts come from the prompt, so a prompt whose answer copies from it (a rewrite, a code "
                  "edit, an answer from a given context) would help")
 ARCTIC = ("arctic_inference", "needs arctic-inference (pip install arctic-inference; source-only, builds a C++ extension)")
+NEUTRAL_ADVICE = "a better draft would help"
 
 METHOD_FACTS = {f.kind: f for f in (
     MethodFacts("ngram", "ngram", "none", None, VERIFY_ONLY, None, _NGRAM_ADVICE, lookup=True),
@@ -55,27 +72,43 @@ METHOD_FACTS = {f.kind: f for f in (
     MethodFacts("pard", "draft_model", "model", "PARD draft", ONE_DRAFT_PASS, V2_UNSUPPORTED,
                 "a PARD draft of the target's family would help; a larger k costs little, since one pass drafts all k"),
     MethodFacts("eagle", "eagle", "head", "EAGLE head", K_HEAD_PASSES, V2_GRAPHED,
-                "an EAGLE head trained for this target, or a smaller k, would help"),
+                "an EAGLE head trained for this target, or a smaller k, would help", target_hidden_states=True),
     MethodFacts("eagle3", "eagle3", "head", "EAGLE-3 head", K_HEAD_PASSES, V2_GRAPHED,
-                "an EAGLE-3 head trained for this target, or a smaller k, would help"),
+                "an EAGLE-3 head trained for this target, or a smaller k, would help", target_hidden_states=True),
     MethodFacts("mtp", "mtp", "inside", "MTP layers", K_HEAD_PASSES, None,
-                "the model's own MTP layers are what they are; a smaller k (fewer passes of one MTP layer) would help"),
+                "the model's own MTP layers are what they are; a smaller k (fewer passes of one MTP layer) would help",
+                target_hidden_states=True),
+    MethodFacts("dflash", "dflash", "model", "DFlash draft", ONE_DRAFT_PASS, None,
+                "a DFlash draft trained for this target would help; a larger k costs little, since one pass drafts "
+                "the whole block", target_hidden_states=True),
+    MethodFacts("dspark", "dspark", "model", "DSpark draft", ONE_DRAFT_PASS, None,
+                "a DSpark draft trained for this target would help (k is its trained block size; "
+                "enable_adaptive_verification verifies fewer of a weak block's tokens)",
+                target_hidden_states=True),
+    MethodFacts("extract_hidden_states", "extract_hidden_states", "none", None, VERIFY_ONLY, None,
+                "extract_hidden_states proposes no drafts (it saves the target's hidden states), so nothing "
+                "speculative can help"),
 )}
-METHODS = frozenset(f.method for f in METHOD_FACTS.values())  # the vLLM methods presets may name
+KNOWN_METHODS = frozenset(f.method for f in METHOD_FACTS.values())  # the methods this table has facts for
+
+
+def neutral_facts(method: str) -> MethodFacts:
+    """The facts of a method vLLM accepts and this table doesn't know: nothing assumed."""
+    return MethodFacts(str(method), str(method), "?", None, UNKNOWN_COST, None, NEUTRAL_ADVICE, known=False)
 
 
 def kind_of(speculative_config: dict) -> str:
-    method = speculative_config.get("method")
+    method = str(speculative_config.get("method"))
     if method == "draft_model" and speculative_config.get("parallel_drafting"):
         return "pard"
+    if method.endswith("_mtp"):  # vLLM's deprecated per-model names, which it maps to "mtp"
+        return "mtp"
     return method
 
 
+def facts_of_kind(kind: str) -> MethodFacts:
+    return METHOD_FACTS.get(kind) or neutral_facts(kind)
+
+
 def facts_for(speculative_config: dict) -> MethodFacts:
-    return METHOD_FACTS[kind_of(speculative_config)]
-
-
-def advice_for(speculative_config: dict) -> str:
-    """The sentence for weak acceptance, per kind (what specplay.run.explain says)."""
-    kind = kind_of(speculative_config)
-    return METHOD_FACTS[kind].advice if kind in METHOD_FACTS else "a better draft would help"
+    return facts_of_kind(kind_of(speculative_config))

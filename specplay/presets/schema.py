@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from specplay.presets.methods import METHODS, MethodFacts, facts_for
+from specplay.presets.methods import MethodFacts, facts_for
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schema.json"
 Dtype = Literal["auto", "float32", "float16", "bfloat16"]
@@ -68,7 +68,8 @@ class SpeculativeSection(BaseModel):
     vLLM's SpeculativeConfig when the preset loads)."""
 
     model_config = ConfigDict(extra="allow", strict=True)
-    method: Literal[tuple(sorted(METHODS))]  # type: ignore[valid-type]
+    method: str = Field(min_length=1, description="a speculative method the installed vLLM has (its SpeculativeMethod "
+                        "or a registered custom method; checked when the preset loads)")
     num_speculative_tokens: int = Field(ge=1, le=16, description="an integer from 1 to 16")
     model: str | None = Field(None, description="the draft model or head (not for n-gram, suffix, MTP)")
     parallel_drafting: bool = False
@@ -93,7 +94,8 @@ class PresetFile(BaseModel):
     speculative_config: SpeculativeSection
     memory: Memory
     model_runner: ModelRunner = Field("auto", description="the speculative engine's vLLM model runner: "
-                                      "VLLM_USE_V2_MODEL_RUNNER=0 (v1), =1 (v2), or vLLM's choice (auto)")
+                                      "VLLM_USE_V2_MODEL_RUNNER=0 (v1, vLLM 0.33 and older), =1 (v2), or vLLM's "
+                                      "choice (auto; V2 is the only runner from vLLM 0.34)")
     prompt_input: Literal["text", "token_ids"] = "text"
     default_max_tokens: int = Field(128, ge=1, description="1 to half of max_model_len")
     ignore_eos: bool = False

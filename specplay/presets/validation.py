@@ -6,8 +6,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from specplay.engine.probes import speculative_probe
-from specplay.presets.methods import V2_UNSUPPORTED, facts_for
+from specplay.presets import capabilities
+from specplay.presets.capabilities import INSTALLED
+from specplay.presets.methods import METHOD_FACTS, V2_UNSUPPORTED, facts_for
 from specplay.presets.models import local_config, ref_problem
 from specplay.presets.schema import Preset, PresetError, PresetFile, parse
 
@@ -35,31 +36,28 @@ class VllmMismatch(PresetError):
         self.close_matches = close_matches
 
 
-def _check_vllm_keys(source: Path, spec) -> None:
-    """Every key must be a SpeculativeConfig field of the installed vLLM (skipped where vLLM isn't
+def _check_vllm_keys(source: Path, spec, facts) -> None:
+    """Every key must be a SpeculativeConfig field of the vLLM (`facts`; skipped where vLLM isn't
     importable: the engine would say so anyway). Run before the schema, so a misspelt key is named
     rather than the required one it misses."""
-    probe = speculative_probe()
-    if probe is None or not isinstance(spec, dict):
+    if facts is None or not isinstance(spec, dict):
         return
     for key in spec:
-        if key not in probe.fields:
-            close = difflib.get_close_matches(str(key), sorted(probe.fields), n=3)
-            hint = f" (close matches: {', '.join(close)})" if close else ""
-            raise VllmMismatch(f"{source.name}: field 'speculative_config.{key}': expected a field of the installed "
-                               f"vLLM's SpeculativeConfig{hint}, got unknown key {key!r}", tuple(close))
-
-
-def _check_vllm_method(source: Path, method: str) -> None:
-    probe = speculative_probe()
-    if probe is not None and method not in probe.methods:
-        raise VllmMismatch(f"{source.name}: field 'speculative_config.method': expected a method the installed "
-                           f"vLLM has ({', '.join(sorted(probe.methods))}), got {method!r}")
+        if key not in facts.fields:
+            close = difflib.get_close_matches(str(key), sorted(facts.fields), n=3)
+            if close:
+                raise VllmMismatch(f"{source.name}: field 'speculative_config.{key}': expected a field of the "
+                                   f"installed vLLM's SpeculativeConfig (close matches: {', '.join(close)}), got "
+                                   f"unknown key {key!r}", tuple(close))
+            raise VllmMismatch(f"needs a vLLM whose speculative_config has {key!r}; vLLM {facts.version} has no "
+                               f"such field")
 
 
 def _check_draft(source: Path, spec: dict, facts, tp: int) -> None:
     method = spec["method"]
-    if facts.needs_model:
+    if facts.needs_model is None:  # a method the table doesn't know: vLLM checks its own needs at start
+        pass
+    elif facts.needs_model:
         if not isinstance(spec.get("model"), str):
             _fail(source, "speculative_config.model", f"the draft model for method '{method}'", spec.get("model"))
         _check_ref(source, "speculative_config.model", spec["model"])
@@ -70,8 +68,10 @@ def _check_draft(source: Path, spec: dict, facts, tp: int) -> None:
     if draft_tp is not None and draft_tp not in (1, tp):
         _fail(source, "speculative_config.draft_tensor_parallel_size",
               f"1 or the target's tensor_parallel_size ({tp})", draft_tp)
-    if spec.get("parallel_drafting") and method != "draft_model":
-        _fail(source, "speculative_config.parallel_drafting", "true only with method 'draft_model' (PARD)", True)
+    parallel = sorted({f.method for f in METHOD_FACTS.values() if f.parallel})  # PARD's draft_model, DFlash, DSpark
+    if spec.get("parallel_drafting") and method not in parallel:
+        _fail(source, "speculative_config.parallel_drafting",
+              f"true only with method {' or '.join(map(repr, parallel))} (draft_model: PARD)", True)
     if facts.kind == "pard":
         config = local_config(spec["model"])  # a hub draft's config is checked by vLLM at start
         if config is not None and not any(isinstance(config.get(k), int) for k in _PARALLEL_TOKEN_KEYS):
@@ -105,21 +105,21 @@ def _check_memory(source: Path, f: PresetFile, gpus: int) -> None:
               "or set gpus to twice tensor_parallel_size to give each engine its own)", round(total, 3))
 
 
-def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int) -> None:
+def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int, facts) -> None:
     if f.device == "any" and not f.pays_off.cpu:
         _fail(source, "pays_off.cpu", "a sentence for the CPU (this preset runs there)", "nothing")
     if f.name != source.stem:
         _fail(source, "name", f"the file name without .yaml ({source.stem!r})", f.name)
     _check_ref(source, "target.model", f.target.model)
     _check_speculative_config(source, spec, f.target.tensor_parallel_size)
-    facts = facts_for(spec)
+    vllm, facts = facts, facts_for(spec)
     config = local_config(f.target.model) if facts.draft == "inside" else None
     if config is not None and not (config.get("num_nextn_predict_layers") or config.get("mtp_num_hidden_layers")):
         _fail(source, "target.model", f"a target whose config.json has MTP layers (num_nextn_predict_layers) "
               f"for method '{spec['method']}'", f.target.model)
     if facts.gpu_only and f.device != "gpu":
         _fail(source, "device", f"'gpu' (method '{spec['method']}' runs on a GPU only)", f.device)
-    if f.model_runner == "v2" and facts.v2 == V2_UNSUPPORTED:
+    if f.model_runner == "v2" and facts.v2 == V2_UNSUPPORTED and capabilities.has_v1_runner(vllm) is not False:
         _fail(source, "model_runner", f"'v1' or 'auto' ({facts.kind}: vLLM runs it on V1 only)", f.model_runner)
     _check_memory(source, f, gpus)
     if (f.target.load_format == "dummy") != (f.prompt_input == "token_ids"):
@@ -130,12 +130,14 @@ def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int) -> None:
         _fail(source, "default_max_tokens", f"1 to half of max_model_len ({half})", f.default_max_tokens)
 
 
-def validate(data, source: Path) -> Preset:
-    """A preset from a YAML file's data; PresetError naming file, field and expectation."""
+def validate(data, source: Path, facts=INSTALLED) -> Preset:
+    """A preset from a YAML file's data; PresetError naming file, field and expectation. `facts`: the vLLM
+    to judge it against (engine.vllm_facts.VllmFacts; default the installed one)."""
+    facts = capabilities.resolve(facts)
     mismatch = None
     if isinstance(data, dict):
         try:
-            _check_vllm_keys(source, data.get("speculative_config"))
+            _check_vllm_keys(source, data.get("speculative_config"), facts)
         except VllmMismatch as exc:
             if not exc.close_matches:  # else a typo, the author's to fix: refused now
                 mismatch = str(exc)
@@ -144,20 +146,14 @@ def validate(data, source: Path) -> Preset:
     f = parse(data, source)
     spec = dict(data["speculative_config"])  # vLLM's keys verbatim, as written
     gpus = f.gpus if f.gpus is not None else f.target.tensor_parallel_size
-    _check_rules(source, f, spec, gpus)
+    _check_rules(source, f, spec, gpus, facts)
     return Preset(
         name=f.name, description=f.description.strip(), guide_section=f.guide_section,
         notes=(f.notes or "").strip(), device=f.device, gpus=gpus, target=f.target, speculative_config=spec,
         memory=f.memory, prompt_input=f.prompt_input, default_max_tokens=f.default_max_tokens,
         ignore_eos=f.ignore_eos, source=source,
         pays_off=f.pays_off.model_copy(update={k: v.strip() for k, v in f.pays_off.model_dump().items() if v}),
-        model_runner=f.model_runner, vllm_problem=mismatch or _method_problem(source, spec["method"]),
+        model_runner=f.model_runner,
+        vllm_problem=capabilities.method_problem(spec["method"], facts) or mismatch
+        or capabilities.vllm_problem(spec, f.model_runner, facts),
     )
-
-
-def _method_problem(source: Path, method: str) -> str | None:
-    try:
-        _check_vllm_method(source, method)
-    except VllmMismatch as exc:
-        return str(exc)
-    return None

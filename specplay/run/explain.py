@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specplay.core.events import BASELINE, SPECULATIVE
-from specplay.presets.methods import METHOD_FACTS
+from specplay.presets import capabilities
+from specplay.presets.methods import K_DRAFT_PASSES, facts_of_kind
 from specplay.run.noise import Noise, cost_below_one_clause, noise_sentence, within_noise
 
 PAYS = 1.05  # above this the run counts as a win, below 1/PAYS as a loss
@@ -28,15 +29,6 @@ V2_DRAFT_ADVICE = ("the V1 runner (`model_runner: v1` in the preset, that is VLL
 # Measured on an H200 (vLLM 0.32, 8B target, 1B draft, acceptance 0.7): the draft model at k=3 0.80× on V1,
 # PARD (all k drafts in one pass) 1.82× at k=7 (docs/benchmarks.md).
 V1_DRAFT_ADVICE = "parallel drafting (PARD: one draft pass proposes all k tokens) would pay"
-
-
-def gain_advice(kind: str) -> str:
-    """What would help when acceptance is weak, per method kind (presets.methods: one table)."""
-    return METHOD_FACTS[kind].advice if kind in METHOD_FACTS else "a better draft would help"
-
-
-def draft_passes(kind: str, k: int) -> int:
-    return METHOD_FACTS[kind].draft_passes(k) if kind in METHOD_FACTS else k
 
 
 @dataclass(frozen=True)
@@ -70,14 +62,16 @@ def overhead_bound(f: Factors) -> bool:
 
 
 def v2_eager_draft(f: Factors, method: str, device: str) -> bool:
-    return method == "draft_model" and device == "gpu" and f.model_runner == "v2"
+    """An autoregressive draft model on a V2 runner that doesn't graph it (vLLM 0.31-0.33; 0.34 does)."""
+    return (facts_of_kind(method).step_cost == K_DRAFT_PASSES and device == "gpu" and f.model_runner == "v2"
+            and capabilities.draft_graphed_on_v2() is not True)
 
 
 def cost_fix(f: Factors, method: str, device: str) -> str:
     """What cures an expensive draft-model step here: another runner on V2, parallel drafting on V1."""
-    if v2_eager_draft(f, method, device):
+    if v2_eager_draft(f, method, device) and capabilities.has_v1_runner() is not False:
         return f"; {V2_DRAFT_ADVICE}"
-    if method == "draft_model" and device == "gpu" and f.model_runner == "v1":
+    if facts_of_kind(method).step_cost == K_DRAFT_PASSES and device == "gpu" and f.model_runner == "v1":
         return f"; {V1_DRAFT_ADVICE}"
     return ""
 
@@ -91,8 +85,9 @@ def cost_reasons(f: Factors, method: str, k: int, device: str) -> list[str]:
                        f"passes a step)")
     if f.async_scheduling.get(SPECULATIVE) is False and f.async_scheduling.get(BASELINE):
         reasons.append("the speculative engine runs without async scheduling on this vLLM, the baseline with it")
-    passes = draft_passes(method, k)
-    if method in ("draft_model", "pard") and f.cost > 1 and passes:
+    facts = facts_of_kind(method)
+    passes = facts.draft_passes(k)
+    if facts.draft == "model" and f.cost > 1 and passes:
         per_pass = (f.cost - 1) / passes  # what each draft pass adds, if verifying costs one step
         if per_pass >= 0.15:
             what = f"each of its {passes} passes adds" if passes > 1 else "its one pass adds"
@@ -115,7 +110,7 @@ def explain(result, method: str, k: int, device: str, step_floor_s: float | None
     head = f"{f.gain:.2f}× the tokens per step at {f.cost:.2f}× the step time"
     weak, heavy = f.gain < WEAK_GAIN, f.cost > HEAVY_COST
     accepted = f"{f.acceptance_rate:.0%} of drafted tokens accepted" if f.acceptance_rate is not None else "few drafts accepted"
-    advice = gain_advice(method)
+    advice = facts_of_kind(method).advice  # the method table's
     fix = cost_fix(f, method, device)
     cheaper = cost_below_one_clause(f.cost, f.noise)  # a step cheaper than the baseline's: noise or flagged
     if within_noise(f.noise):

