@@ -17,6 +17,7 @@ from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exp
 from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.page.session import session_id
+from specplay.page.stepper import stepper_panel, wire_stepper
 from specplay.page.whatif_view import whatif_panel, wire_whatif
 from specplay.presets.catalog import Preset
 from specplay.presets.engines import serve_texts
@@ -94,6 +95,7 @@ def _panes(tab: Section, start: dict, k: int) -> None:
                 tab.add(name, gr.HTML(start[name], elem_id=elem_id))
                 if name == "pane_s":
                     tab.add("legend", gr.HTML(views.legend_html(k), elem_id="legend"))
+    stepper_panel(tab)  # after a run: its verification steps one at a time
 
 
 def _stats(tab: Section, start: dict) -> None:
@@ -134,6 +136,7 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     tab.add("history", gr.State([]))
     tab.add("live", gr.State(None))  # the last run, for its replay
     wire_whatif(tab, place.manager)
+    wire_stepper(tab, place.manager)
 
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history,

@@ -83,6 +83,25 @@ CSS = """
 .dark .status.loading { background: #451a03; color: #fde68a; }
 .dark .status.error, .dark .page-error { background: #450a0a; color: #fecaca; border-color: #b91c1c; }
 .page-error { padding: 8px 12px; border-radius: 6px; font-weight: 600; }
+.stepper { padding: 8px 12px; border: 1px solid var(--border-color-primary); border-radius: 8px;
+  background: var(--block-background-fill); color: var(--body-text-color); font-size: 13.5px; }
+.stepper.idle { color: var(--body-text-color-subdued); }
+.stepper .st-head { margin-bottom: 6px; }
+.stepper .st-time { color: var(--body-text-color-subdued); font-variant-numeric: tabular-nums; }
+.stepper .st-text { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, SFMono-Regular, Menlo, monospace;
+  font-size: 13px; line-height: 1.9; padding: 8px; border-radius: 6px; background: var(--background-fill-secondary); }
+.stepper .st-sofar { color: var(--body-text-color); }
+.stepper .st-drafts { display: inline; }
+.stepper .st-tok { padding: 1px 3px; margin: 0 1px; border-radius: 3px; border: 1px solid transparent; color: #111; white-space: pre; }
+.stepper .st-accepted { background: #86efac; border-color: #22c55e; }
+.stepper .st-rejected { background: #fecaca; border-color: #ef4444; text-decoration: line-through; }
+.stepper .st-target { background: #bfdbfe; border-color: #3b82f6; font-weight: 700; }
+.stepper .st-greyed { background: transparent; border: 1px dashed #9ca3af; color: #9ca3af; }
+.stepper .st-emitted { background: #e5e7eb; }
+.stepper .st-arrow, .stepper .st-plus { margin: 0 3px; color: var(--body-text-color-subdued); font-weight: 700; }
+.stepper .st-unknown, .stepper .st-none { font-style: italic; color: var(--body-text-color-subdued); margin-right: 4px; }
+.stepper .st-legend { margin-top: 6px; font-size: 12px; }
+.stepper .st-note { margin-top: 6px; font-size: 12.5px; color: var(--body-text-color-subdued); }
 .whatif { color: var(--body-text-color); font-size: 13.5px; }
 .whatif.idle { color: var(--body-text-color-subdued); padding: 6px 2px; }
 .whatif .wi-cards { display: flex; gap: 8px; flex-wrap: wrap; margin-bottom: 6px; }

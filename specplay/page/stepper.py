@@ -1,0 +1,204 @@
+"""The stepper: after a run (and after its replay), the speculative engine's verification steps one at a
+time: the text so far, the k drafted tokens (the accepted ones, the first rejected one beside the target's
+own token, the rest greyed), and the step's time against the baseline's time per token. It reads the run's
+`step_detail` (specplay.run.steps) from the `result` JSON the page shows; a step whose drafts aren't known
+says "unknown", and the method's note says why (EAGLE, MTP: vLLM doesn't return its drafts).
+
+What the browser sends back (that JSON, the step number) is only used as numbers: token ids are decoded by
+the engine's tokenizer and every piece of text is escaped."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import gradio as gr
+
+from specplay.core.events import SPECULATIVE
+from specplay.page.section import Section
+from specplay.page.views import TokenPieces, esc
+
+CONTEXT_CHARS = 400  # the text so far: its tail
+MAX_IDS = 8192  # a result longer than this isn't one the page made
+MAX_K = 16  # the presets' largest k
+IDLE = '<div class="stepper idle">After a run: step through the speculative engine\'s verification steps.</div>'
+STEPPER_OUTPUTS = ("st_step", "st_view", "st_run")
+OWN_TOKEN = "the target's own token"
+
+
+@dataclass(frozen=True)
+class StepperRun:
+    """What the stepper shows of one run: its output's token texts and its steps (dicts from step_detail)."""
+
+    pieces: tuple[str, ...]
+    steps: tuple[dict, ...]
+    note: str | None
+    k: int
+    baseline_s: float | None  # the baseline's seconds a token (a step)
+
+
+def _int(value, default=None, low=0, high=10 ** 9):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value)):
+        return default
+    return min(high, max(low, int(value)))
+
+
+def _ids(value) -> tuple[int, ...] | None:
+    if not isinstance(value, list) or len(value) > MAX_IDS:
+        return None
+    ids = tuple(_int(v, -1) for v in value)
+    return None if any(i < 0 for i in ids) else ids
+
+
+def _text(decode, ids) -> str:
+    """One drafted token's text (its id where there is no tokenizer: the dummy-weight presets)."""
+    if decode is None:
+        return " ".join(str(i) for i in ids) + " "
+    try:
+        return decode(list(ids))
+    except Exception:  # an id outside the vocabulary (a result the page didn't make)
+        return "?"
+
+
+def _step(raw, decode) -> dict | None:
+    """A step_detail entry with the drafted and target tokens' texts (decoded now: the state keeps text)."""
+    if not isinstance(raw, dict):
+        return None
+    seconds, proposed, target = raw.get("seconds"), _ids(raw.get("proposed")), _int(raw.get("target_token"))
+    return {"start": _int(raw.get("start"), 0), "tokens": _int(raw.get("tokens"), 0),
+            "accepted": _int(raw.get("accepted"), None, 0, MAX_K), "drafted": _int(raw.get("drafted"), None, 0, MAX_K),
+            "proposed": None if proposed is None else tuple(_text(decode, [t]) for t in proposed[:MAX_K]),
+            "target": None if target is None else _text(decode, [target]),
+            "seconds": float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None}
+
+
+def run_from(result, k: int, decode=None) -> StepperRun | None:
+    """The stepper's view of a finished run's `result` JSON; None while streaming, or without steps."""
+    if not isinstance(result, dict) or result.get("streaming") or result.get("error"):
+        return None
+    spec = result.get("speculative") if isinstance(result.get("speculative"), dict) else {}
+    ids = _ids(spec.get("token_ids"))
+    raw = result.get("step_detail")
+    if ids is None or not isinstance(raw, list) or not raw:
+        return None
+    steps = tuple(s for s in (_step(r, decode) for r in raw[:len(ids)]) if s is not None)  # a step emits 1+
+    base = result.get("baseline") if isinstance(result.get("baseline"), dict) else {}
+    base_s = base.get("step_seconds")
+    note = result.get("step_detail_note")
+    try:
+        pieces = tuple(TokenPieces(decode).update(list(ids)))
+    except Exception:  # ids outside the vocabulary (a result the page didn't make): shown as ids
+        pieces = tuple(TokenPieces(None).update(list(ids)))
+    return StepperRun(pieces, steps, note if isinstance(note, str) else None, k,
+                      float(base_s) if isinstance(base_s, (int, float)) and base_s > 0 else None)
+
+
+def first_rejection(run: StepperRun) -> int:
+    """The first step with a known draft that the target rejected part of (the stepper opens there)."""
+    return next((i for i, s in enumerate(run.steps) if s["proposed"] and s["target"] is not None), 0)
+
+
+def _chip(text: str, cls: str, title: str) -> str:
+    return f'<span class="st-tok {cls}" title="{esc(title)}">{esc(text)}</span>'
+
+
+def _drafts_html(run: StepperRun, step: dict) -> str:
+    proposed, accepted = step["proposed"], step["accepted"] or 0
+    if proposed is None or step["accepted"] is None:
+        known = f"{accepted} of {step['drafted'] or run.k} accepted" if step["accepted"] is not None else "unknown"
+        emitted = "".join(run.pieces[step["start"]:step["start"] + step["tokens"]])
+        return (f'<div class="st-drafts"><span class="st-unknown">drafts unknown ({esc(known)})</span> '
+                f'emitted: {_chip(emitted, "st-emitted", "what this step emitted")}</div>')
+    if not proposed:
+        target = "".join(run.pieces[step["start"]:step["start"] + 1])
+        return (f'<div class="st-drafts"><span class="st-none">no draft (the lookup found no match)</span> '
+                f'{_chip(target, "st-target", OWN_TOKEN)}</div>')
+    chips = []
+    for j, text in enumerate(proposed):
+        if j < accepted:
+            chips.append(_chip(text, "st-accepted", f"draft {j + 1}: accepted"))
+        elif j == accepted:
+            chips.append(_chip(text, "st-rejected", f"draft {j + 1}: rejected"))
+            if step["target"] is not None:
+                chips.append('<span class="st-arrow">→</span>' + _chip(
+                    step["target"], "st-target", "the target's own token, emitted instead"))
+        else:
+            chips.append(_chip(text, "st-greyed", f"draft {j + 1}: never checked (after a rejection)"))
+    if accepted == len(proposed) and step["tokens"] > accepted:  # all accepted: the target adds its own token
+        bonus = run.pieces[step["start"] + accepted] if step["start"] + accepted < len(run.pieces) else ""
+        chips.append('<span class="st-plus">+</span>' + _chip(bonus, "st-target", "the target's own next token"))
+    return f'<div class="st-drafts">{"".join(chips)}</div>'
+
+
+def _time_html(run: StepperRun, step: dict) -> str:
+    if step["seconds"] is None:
+        return '<span class="st-time">time unknown (the stream merged this step with others)</span>'
+    text = f"{step['seconds'] * 1000:.1f} ms"
+    if run.baseline_s:
+        text += (f" against the baseline's {run.baseline_s * 1000:.1f} ms a token ({step['seconds'] / run.baseline_s:.2f}×"
+                 f" for {step['tokens']} token{'s' if step['tokens'] != 1 else ''})")
+    return f'<span class="st-time">{esc(text)}</span>'
+
+
+def step_html(run: StepperRun | None, index) -> str:
+    if run is None or not run.steps:
+        return IDLE
+    i = _int(index, 1, 1, len(run.steps)) - 1
+    step = run.steps[i]
+    accepted = "unknown" if step["accepted"] is None else f"{step['accepted']} of {step['drafted'] or run.k}"
+    so_far = "".join(run.pieces[:step["start"]])
+    tail = ("…" + so_far[-CONTEXT_CHARS:]) if len(so_far) > CONTEXT_CHARS else so_far
+    note = f'<div class="st-note">{esc(run.note)}</div>' if run.note else ""
+    return (f'<div class="stepper"><div class="st-head"><b>Step {i + 1} of {len(run.steps)}</b> · accepted '
+            f'{esc(accepted)} · {_time_html(run, step)}</div>'
+            f'<div class="st-text"><span class="st-sofar">{esc(tail)}</span>{_drafts_html(run, step)}</div>'
+            f'<div class="st-legend">{_chip("accepted", "st-accepted", "")} {_chip("rejected", "st-rejected", "")} '
+            f'{_chip("target token", "st-target", "")} {_chip("not checked", "st-greyed", "")}</div>{note}</div>')
+
+
+def stepper_panel(tab: Section) -> None:
+    """The stepper's components (inside the caller's layout, under the panes)."""
+    with gr.Accordion("Step through the verification steps", open=True, elem_id="stepper"):
+        with gr.Row():
+            tab.add("st_prev", gr.Button("◀", size="sm", min_width=40, elem_id="st-prev"))
+            tab.add("st_step", gr.Slider(1, 2, value=1, step=1, label="verification step", elem_id="st-step"))
+            tab.add("st_next", gr.Button("▶", size="sm", min_width=40, elem_id="st-next"))
+        tab.add("st_view", gr.HTML(IDLE, elem_id="stepper-view"))
+    tab.add("st_run", gr.State(None))
+
+
+def wire_stepper(tab: Section, manager) -> None:
+    """A finished run (its `result` JSON changes) loads the stepper at its first rejected draft; the slider
+    and the arrows move it."""
+
+    def on_result(result):
+        if isinstance(result, dict) and result.get("streaming"):
+            return gr.skip()
+        name = result.get("preset") if isinstance(result, dict) else None
+        preset = (manager.presets.get(name) if isinstance(name, str) else None) or manager.preset
+        pair = manager.pair
+        decode = pair.engines[SPECULATIVE].decode if pair is not None and preset.prompt_input == "text" else None
+        run = run_from(result, preset.num_speculative_tokens, decode)
+        if run is None:
+            return {tab["st_run"]: None, tab["st_view"]: IDLE, tab["st_step"]: gr.update(maximum=2, value=1)}
+        at = first_rejection(run) + 1
+        return {tab["st_run"]: run, tab["st_view"]: step_html(run, at),
+                tab["st_step"]: gr.update(maximum=max(2, len(run.steps)), value=at)}
+
+    tab["result"].change(on_result, inputs=tab["result"], outputs=tab.list(STEPPER_OUTPUTS),
+                         api_visibility="private", show_progress="hidden", queue=False)
+    tab["st_step"].input(step_html, inputs=[tab["st_run"], tab["st_step"]], outputs=tab["st_view"],
+                         api_visibility="private", show_progress="hidden", queue=False)
+
+    def move(by: int):
+        def go(run, index):
+            if run is None:
+                return {tab["st_view"]: IDLE}
+            i = _int(index, 1, 1, len(run.steps)) + by
+            i = min(len(run.steps), max(1, i))
+            return {tab["st_step"]: gr.update(value=i), tab["st_view"]: step_html(run, i)}
+        return go
+
+    for name, by in (("st_prev", -1), ("st_next", 1)):
+        tab[name].click(move(by), inputs=[tab["st_run"], tab["st_step"]], outputs=[tab["st_step"], tab["st_view"]],
+                        api_visibility="private", show_progress="hidden", queue=False)
