@@ -31,9 +31,18 @@ from specplay.core.events import (
 WARMUP_PROMPT = "Repeat after me: one two three four, one two three four, one two three four."
 
 ProgressCallback = Callable[[str, float], None]  # (message, fraction done)
+# The warm-up's deadline: 24 tokens take seconds (about 10 s on a busy 2-core CPU); an engine core that hangs
+# while warming up fails the load with a message at this deadline, instead of leaving it "loading" for good.
+WARMUP_TIMEOUT_S = 300.0
 # Run ids ("run-N") in the order runs take the engines, over the process's life: the load test reads the
 # page's FIFO order from them.
 _RUN_NUMBERS = itertools.count()
+
+
+def _live_counters(engine) -> SpecDecodeCounters:
+    """The counters to show with a chunk, read on the pair's loop: a backend whose read is slow (a server's
+    /metrics) answers with its last scrape at once; an in-process engine's counters are in memory."""
+    return getattr(engine, "live_counters", engine.counters)()
 
 
 class _EngineFailed(RuntimeError):
@@ -60,6 +69,7 @@ class EnginePair(BatchRunner):
     # A stream that hasn't ended this long after it began is given up (an engine core hung, e.g. SIGSTOP):
     # both requests aborted, RunFinished names the engine that stopped answering. None: no deadline.
     answer_timeout_s: float | None = None
+    warmup_timeout_s: float = WARMUP_TIMEOUT_S
 
     def __init__(self, baseline: EngineSettings, speculative: EngineSettings, warmup: bool = True,
                  tag=None):
@@ -128,7 +138,11 @@ class EnginePair(BatchRunner):
             self.status.load_seconds = {**(self.status.load_seconds or {}),
                                         **{role: round(self.engines[role].load_seconds, 1) for role in settings}}
         if self._warmup:
-            self._warm_up()
+            try:
+                self._warm_up()
+            except Exception as exc:
+                self.status.state, self.status.message = PairState.ERROR, str(exc)
+                raise
         self.status.state, self.status.message, self.status.progress = PairState.READY, "ready", 1.0
 
     async def _shutdown_one(self, role: str) -> None:
@@ -141,9 +155,12 @@ class EnginePair(BatchRunner):
                                         ignore_eos=True)
         else:
             request = GenerationRequest(prompt=WARMUP_PROMPT, max_tokens=24, ignore_eos=True)
-        for event in self.stream(request, schedule=Schedule.SEQUENTIAL):
-            if isinstance(event, RunFinished) and event.error:  # a dead engine must not pass for a ready one
-                raise EngineStartError(f"warm-up failed: {event.error}")
+        timeout = self.warmup_timeout_s
+        for event in self._bounded_stream(request, Schedule.SEQUENTIAL, None, timeout):
+            if isinstance(event, RunFinished) and event.error:  # a dead or hung engine must not pass for ready
+                raise EngineStartError(f"warm-up failed: {event.error}"
+                                       + (f" (no answer within {timeout:g} s)" if "stopped answering" in event.error
+                                          else ""))
 
     def shutdown(self) -> None:
         """Stop both engine-core processes and the loop thread; nothing is left behind. Bounded (see
@@ -198,10 +215,13 @@ class EnginePair(BatchRunner):
         """Run `request` through both engines; yield RunStarted, then each StepEvent as it arrives
         (engines interleaved), then RunFinished. Setting `cancel` aborts both requests.
         Raises PromptError before anything runs if the prompt is unusable."""
+        return self._bounded_stream(request, schedule, cancel, self.answer_timeout_s)
+
+    def _bounded_stream(self, request, schedule, cancel, timeout: float | None):
+        """stream() with `timeout` as the deadline (None: none): a run's, or the warm-up's."""
         if schedule not in tuple(Schedule):
             raise ValueError(f"schedule must be 'concurrent' or 'sequential', not {schedule!r}")
         ids = self.prompt_token_ids(request)
-        timeout = self.answer_timeout_s
         if not self._run_lock.acquire(timeout=-1 if timeout is None else timeout):
             raise EngineStartError("the engines are still busy with an earlier request")
         try:
@@ -308,7 +328,7 @@ class EnginePair(BatchRunner):
                 counters = None
                 if role == SPECULATIVE:
                     exact = chunk.counters
-                    counters = exact if exact is not None else engine.counters().minus(counters_before)
+                    counters = exact if exact is not None else _live_counters(engine).minus(counters_before)
                 events.put(StepEvent(engine=role, step=step, token_ids=tuple(chunk.token_ids), text=chunk.text,
                                      time=now, submitted_at=submitted, finished=chunk.finished,
                                      finish_reason=chunk.finish_reason, counters=counters, logprobs=chunk.logprobs))

@@ -10,8 +10,10 @@ process: the same interface as `vllm_engine.Engine`, over HTTP.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -137,6 +139,9 @@ class RemoteEngine:
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
         self._metrics_cache: tuple[float, str | None] | None = None  # (when, the /metrics page)
+        # live_counters' scrapes, one at a time, off the pair's loop (a scrape there stalls the stream's clock)
+        self._scraper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"metrics-{self.role}")
+        self._scraping = threading.Lock()
         # The page decodes growing prefixes of one output many times a second: one request per distinct
         # prefix, cached with this engine (a reload's new engine starts afresh)
         self._detokenize = lru_cache(maxsize=4096)(self._detokenize_uncached)
@@ -186,6 +191,7 @@ class RemoteEngine:
     def shutdown(self) -> None:
         """Forget the server (it keeps running: whoever started it stops it)."""
         self._alive = False
+        self._scraper.shutdown(wait=False)
         self._sync.close()
         self._client = None  # its connections close with the loop; closing needs the loop
 
@@ -234,12 +240,29 @@ class RemoteEngine:
         return text
 
     def counters(self) -> SpecDecodeCounters:
-        """The server's counters (GET /metrics), at most 5 scrapes a second (the pair asks once a chunk); the
-        last ones read while the server doesn't answer."""
+        """The server's counters (GET /metrics, blocking), at most 5 scrapes a second; the last ones read while
+        the server doesn't answer. For the run's before and after, outside any stream."""
         text = self._metrics_page(0.2, self._sync.get)
         if text is not None:
             self._last_counters = parse_metrics(text)
         return self._last_counters
+
+    def live_counters(self) -> SpecDecodeCounters:
+        """The counters last scraped, at once; a newer scrape starts in the background when they are older than
+        0.2 s. The pair asks once a chunk, on its loop: a blocking scrape there (50 ms on a busy server) held
+        the next chunks back and made the speculative side look slower than it was."""
+        if self._scraping.acquire(blocking=False):
+            try:
+                self._scraper.submit(self._scrape_in_background)
+            except RuntimeError:  # shut down
+                self._scraping.release()
+        return self._last_counters
+
+    def _scrape_in_background(self) -> None:
+        try:
+            self.counters()
+        finally:
+            self._scraping.release()
 
     def kv_cache_usage(self) -> float | None:
         """The server's KV cache in use (0-1, `vllm:kv_cache_usage_perc` from GET /metrics), scraped at most

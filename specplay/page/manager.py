@@ -45,6 +45,11 @@ class PresetNotAllowed(ValueError):
 
 RETRY_DELAYS_S = (10.0, 30.0, 90.0)  # between the attempts of a reload after an engine died
 WATCH_INTERVAL_S = 2.0  # how often the watcher looks at an idle pair's engine processes
+# A load (both engines started and warmed up) not done after this long is taken for hung: the status turns to
+# "error" (GET /health then says so) and a new load is accepted. The longest measured: ~500 s for the CPU
+# page on a busy 2-core machine without bytecode; a large model on a GPU takes minutes. The warm-up has its
+# own, shorter deadline (engine/pair.py's WARMUP_TIMEOUT_S).
+LOAD_TIMEOUT_S = 1800.0
 
 
 def dead_roles(pair) -> tuple[str, ...]:
@@ -77,7 +82,7 @@ def error_message(exc: Exception) -> str:
 class PairManager:
     def __init__(self, presets: dict[str, Preset], initial: str, hardware: Hardware | None = None,
                  pair_factory: Callable | None = None, log=print, retry_delays: tuple = RETRY_DELAYS_S,
-                 on_give_up: Callable | None = None):
+                 on_give_up: Callable | None = None, load_timeout_s: float = LOAD_TIMEOUT_S):
         if initial not in presets:
             raise PresetNotAllowed(f"initial preset {initial!r} is not among the offered presets")
         self.presets = presets
@@ -94,6 +99,8 @@ class PairManager:
         self._started_at: float | None = None
         self._load_seconds: float | None = None
         self._generation = 0  # bumps on each load, so a stale loader thread can't overwrite a newer one
+        self._load_timeout_s = load_timeout_s
+        self._load_deadline: float | None = None  # while a load runs: when it is taken for hung
         # recovery: a reload after an engine died is retried after each delay, then `on_give_up` (the server
         # exits non-zero, for its supervisor to restart it)
         self._retry_delays, self._on_give_up = tuple(retry_delays), on_give_up
@@ -146,8 +153,12 @@ class PairManager:
                 generation = self._generation
                 self._state, self._preset, self._message, self._progress = "loading", name, "starting", 0.0
                 self._started_at, self._load_seconds = time.monotonic(), None
+                self._load_deadline = self._started_at + self._load_timeout_s
         finally:
             self.run_lock.release()
+        timer = threading.Timer(self._load_timeout_s, self._expire, args=(name, generation))
+        timer.daemon = True
+        timer.start()
         thread = threading.Thread(target=self._load, args=(name, generation, old_pair, old_sampler, full, dead),
                                   name=f"load-{name}", daemon=True)
         thread.start()
@@ -187,6 +198,7 @@ class PairManager:
                 current = generation == self._generation
                 if current:
                     self._state, self._message = "error", error_message(exc)
+                    self._load_deadline = None
             self._log(f"preset {name} failed to load: {exc}")
             if current and self._recovering:
                 self._retry(name, generation)
@@ -200,9 +212,27 @@ class PairManager:
                 self._state, self._message, self._progress = "ready", "ready", 1.0
                 self._load_seconds = time.monotonic() - self._started_at
                 self._recovering, self._attempt = False, 0
+                self._load_deadline = None
         if stale:
             sampler.stop()
             pair.shutdown()
+
+    def _expire(self, name: str, generation: int) -> None:
+        """The load's deadline passed: if it is still loading, it failed (an engine core hung while starting or
+        warming up). Its thread is left behind: should it ever return, its pair is stale and shut down."""
+        with self._lock:
+            deadline = self._load_deadline
+            if generation != self._generation or deadline is None or time.monotonic() < deadline:
+                return
+            self._generation += 1
+            generation = self._generation
+            self._state, self._load_deadline = "error", None
+            self._message = (f"The engines did not become ready within {self._load_timeout_s:g} s (an engine "
+                             "stopped answering while loading); load the preset again to retry.")
+            recovering = self._recovering
+        self._log(f"preset {name}: not ready after {self._load_timeout_s:g} s; given up on that load")
+        if recovering:
+            self._retry(name, generation)
 
     def reload_if_dead(self, hung: bool = False) -> tuple[str, ...]:
         """If an engine died, start it again, the live one staying loaded; if one stopped answering (`hung`),
