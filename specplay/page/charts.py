@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from specplay.run import metrics
 from specplay.run.comparison import Comparison, EngineTrace
+from specplay.run.steps import acceptance_histogram
 from specplay.core import style
 from specplay.core.trace import decode_rate
 from specplay.core.style import COLORS
@@ -84,8 +85,9 @@ def tokens_per_s_figure(comparison: Comparison) -> go.Figure:
 
 
 def acceptance_figure(comparison: Comparison) -> go.Figure:
-    """Left: acceptance rate so far (accepted / drafted) over time. Right: per draft position, the share of
-    drafts whose token at that position was accepted."""
+    """Left: acceptance rate so far (accepted / drafted) over time. Middle: per draft position, the share of
+    drafts whose token at that position was accepted. Right: vLLM's acceptance histogram, the steps by how
+    many drafted tokens they accepted (0..k)."""
     history, counters = comparison.counter_history, comparison.counters
     k, origin = comparison.num_speculative_tokens, comparison.speculative.submitted_at
     xs, ys = [], []
@@ -104,19 +106,33 @@ def acceptance_figure(comparison: Comparison) -> go.Figure:
          "marker": {"color": COLORS[SPECULATIVE]}, "showlegend": False, "xaxis": "x2", "yaxis": "y2",
          "customdata": per_pos, "text": [f"{s:.0%}" for s in shares], "textposition": "outside",
          "hovertemplate": "position %{x}: %{customdata} of " + str(drafts) + " drafts<extra></extra>"},
+        _histogram_bars(acceptance_histogram(counters) if drafts else [], positions),
     ]
     layout = _layout("", SINCE_SUBMIT, "accepted / drafted", "acceptance")
     layout["margin"] = {"l": 50, "r": 10, "t": 30, "b": 40}
-    layout["xaxis"]["domain"] = [0, 0.5]
+    layout["xaxis"]["domain"] = [0, 0.3]
     layout["yaxis"].update(range=[0, 1.12], tickformat=".0%")
-    layout["xaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "domain": [0.62, 1], "anchor": "y2", "type": "category",
-                        "title": {"text": "draft position"}}
+    for n, domain, title in ((2, [0.38, 0.66], "draft position"), (3, [0.74, 1], "drafts accepted in a step")):
+        layout[f"xaxis{n}"] = {**style.AXIS, **NEUTRAL_AXIS, "domain": domain, "anchor": f"y{n}", "type": "category",
+                               "title": {"text": title}}
     layout["yaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "anchor": "x2", "range": [0, 1.12], "tickformat": ".0%"}
+    layout["yaxis3"] = {**style.AXIS, **NEUTRAL_AXIS, "anchor": "x3", "rangemode": "tozero"}
     layout["annotations"] = [
         {"text": text, "x": x, "y": 1.0, "xref": "paper", "yref": "paper", "xanchor": "center",
          "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
-        for text, x in (("acceptance rate so far", 0.25), ("accepted per position", 0.81))]
+        for text, x in (("acceptance rate so far", 0.15), ("accepted per position", 0.52),
+                        ("steps by accepted count", 0.87))]
     return _figure(data, layout)
+
+
+def _histogram_bars(histogram: list[int], k: int) -> dict:
+    """vLLM's acceptance_histogram as bars: [j] = verification steps that accepted exactly j drafts."""
+    counts = list(histogram) + [0] * max(0, k + 1 - len(histogram))
+    total = sum(counts)
+    return {"type": "bar", "x": [str(j) for j in range(len(counts))], "y": counts, "name": "steps",
+            "marker": {"color": COLORS[SPECULATIVE], "opacity": 0.75}, "showlegend": False, "xaxis": "x3",
+            "yaxis": "y3", "text": [str(n) if n else "" for n in counts], "textposition": "outside",
+            "hovertemplate": "%{y} of " + str(total) + " steps accepted %{x} drafts<extra></extra>"}
 
 
 def memory_figure(series: dict, label: str, origin: float | None, plan_note: str | None = None) -> go.Figure:

@@ -135,3 +135,17 @@ CSS = """
 .dark .lesson-answer.open { background: #052e16; color: #bbf7d0; }
 .lesson-answer p { margin: 6px 0 0; }
 """
+
+# Esc stops a run: a keydown hook (installed once, on page load) that clicks whichever Stop button is
+# showing and enabled (the Compare tab's, the Lesson tab's); Stop itself does the rest, as a click would.
+ESC_STOPS_JS = """() => {
+  if (window.__playgroundEsc) return;
+  window.__playgroundEsc = true;
+  document.addEventListener('keydown', (event) => {
+    if (event.key !== 'Escape') return;
+    for (const id of ['stop', 'lesson-stop']) {
+      const button = document.getElementById(id);
+      if (button && !button.disabled && button.offsetParent !== null) button.click();
+    }
+  });
+}"""

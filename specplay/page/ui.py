@@ -16,6 +16,7 @@ from specplay.page import views
 from specplay.page.bench_tab import bench_tab
 from specplay.page.cancel import CancelRegistry
 from specplay.page.closing import LoopMarker
+from specplay.page.css import ESC_STOPS_JS
 from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
 from specplay.page.files import page_folder
@@ -55,6 +56,7 @@ def build_page(manager: PairManager, settings: PageSettings | None = None, lesso
         place = RunPlace(manager, CancelRegistry(), history_dir, settings, demo.GRADIO_CACHE)
         wire_compare(compare, place)
         wire_lesson(lessons, compare, tabs, place, lesson, lambda name: switch_refusal(manager, settings, name))
+        demo.load(None, js=ESC_STOPS_JS)  # Esc clicks Stop
         _wire_status(demo, header, compare, manager)
         _wire_switch(header, compare, manager, settings)
     _limit_replays(demo)

@@ -30,11 +30,13 @@ def test_acceptance_figure_rate_and_per_position_bars():
                and hasattr(e, "engine")]
     assert history == c.counter_history
     fig = charts.acceptance_figure(c)
-    line, bars = fig.data
+    line, bars, histogram = fig.data
     assert line.y[-1] == pytest.approx(c.counters.acceptance_rate, abs=1e-4)  # 5 accepted of 12 drafted
     assert c.counters.acceptance_rate == pytest.approx(5 / 12)
     assert list(bars.x) == ["1", "2", "3", "4"]
     assert list(bars.y) == pytest.approx([2 / 3, 2 / 3, 1 / 3, 0.0], abs=1e-4)  # per-position accepts over 3 drafts
+    # beside it, vLLM's acceptance histogram: of the 3 drafting steps one accepted 0, one 2, one 3 (of k=4)
+    assert list(histogram.x) == ["0", "1", "2", "3", "4"] and list(histogram.y) == [1, 0, 1, 1, 0]
 
 
 def test_memory_figure_is_labelled_and_in_gib():
