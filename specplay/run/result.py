@@ -156,6 +156,12 @@ class RunResult:
         return self.counters.mean_acceptance_length
 
     @property
+    def acceptance_histogram(self) -> list[int]:
+        """vLLM's acceptance_histogram of this run: [j] = verification steps that accepted exactly j drafts
+        (the chart beside accepted-per-position; specplay.run.steps)."""
+        return acceptance_histogram(self.counters)
+
+    @property
     def speedup_interval(self):
         """The speedup's 95% interval (a noise.Interval: low, high, holds(x)); None when untimeable."""
         return self.noise.speedup if self.noise else None
@@ -180,7 +186,7 @@ class RunResult:
             "accepted_per_position": list(c.accepted_per_position),
             "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens, "num_accepted": c.num_accepted_tokens,
             "acceptance_source": self.acceptance_source, "efficiency": _round(self.efficiency, 3),
-            "acceptance_histogram": acceptance_histogram(c),  # vLLM's: [j] = steps that accepted j drafts
+            "acceptance_histogram": self.acceptance_histogram,  # vLLM's: [j] = steps that accepted j drafts
             # per decode step: {start, tokens, accepted, drafted, proposed, target_token, seconds} (None: unknown)
             "step_detail": [s.to_json() for s in self.step_detail.steps] if self.step_detail else None,
             "step_detail_note": self.step_detail.note if self.step_detail else None,
