@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specplay.core.events import TOKENS
+from specplay.core.events import ROLES, TOKENS
 
 RESAMPLES = 1000
 SEED = 0
@@ -90,9 +90,41 @@ def _resampled(units, resamples: int, rng):
 def noise_of(baseline, speculative, resamples: int = RESAMPLES, seed: int = SEED) -> Noise | None:
     """The run's intervals from both engines' decode steps (EngineTrace or EngineResult each); None when
     either engine has fewer than MIN_STEPS timed decode steps or a step took no time."""
+    return _bootstrap([_units_of(baseline), _units_of(speculative)], resamples, seed)
+
+
+def _pooled(units):
+    present = [u for u in units if u is not None]
+    return tuple(sum((list(u[i]) for u in present), []) for i in range(3)) if present else None
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Several runs of one prompt and preset, pooled: their decode steps summed per engine (as a bench row
+    pools a batch), so the figures are Σ over all runs' steps, and one interval over all of them."""
+
+    runs: int
+    speedup: float
+    tokens_per_step_ratio: float
+    step_cost_ratio: float
+    noise: Noise | None
+
+
+def pooled_runs(results, resamples: int = RESAMPLES, seed: int = SEED) -> Pooled | None:
+    """"Run it 3 times": RunResults of the same prompt and preset pooled into one set of figures whose
+    interval is narrower than each run's (the steps of all runs resampled together); None when nothing timed."""
+    units = [_pooled([_units_of(r.side(role)) for r in results]) for role in ROLES]
+    if any(u is None or not u[0] or sum(u[0]) <= 0 for u in units):
+        return None
+    (b_sec, b_tok, b_steps), (s_sec, s_tok, s_steps) = units
+    gain = (sum(s_tok) / sum(s_steps)) / (sum(b_tok) / sum(b_steps))
+    cost = (sum(s_sec) / sum(s_steps)) / (sum(b_sec) / sum(b_steps))
+    return Pooled(len(results), gain / cost, gain, cost, _bootstrap(units, resamples, seed))
+
+
+def _bootstrap(units, resamples: int, seed: int) -> Noise | None:
     import numpy as np
 
-    units = [_units_of(side) for side in (baseline, speculative)]
     if any(u is None or len(u[0]) < MIN_STEPS or sum(u[0]) <= 0 for u in units):
         return None
     rng = np.random.default_rng(seed)

@@ -121,3 +121,16 @@ def test_merged_chunks_spread_their_steps_so_the_units_sum_to_the_run():
     _, tokens, steps = step_units([1, 1, 3, 1], [0, 1, 2, 3], 5, "tokens")
     assert steps == tokens == [1.0, 3.0, 1.0]  # the baseline: one token a step
     assert noise_of(run([1, 2], 0.05).baseline, run([1, 2], 0.05).speculative) is None
+
+
+def test_three_runs_pooled_narrow_the_interval():
+    from specplay.run.noise import pooled_runs
+
+    runs = [run(([1] * 19 + [2]) * 3, spec_step_s=0.05, seed=s) for s in (1, 2, 3)]
+    pooled = pooled_runs(runs)
+    assert pooled.runs == 3 and min(r.speedup for r in runs) <= pooled.speedup <= max(r.speedup for r in runs)
+    assert pooled.speedup == pytest.approx(pooled.tokens_per_step_ratio / pooled.step_cost_ratio)
+    width = lambda i: i.high - i.low  # noqa: E731
+    assert width(pooled.noise.speedup) < min(width(r.speedup_interval) for r in runs)
+    one = pooled_runs(runs[:1])
+    assert one.speedup == pytest.approx(runs[0].speedup) and one.noise == runs[0].noise
