@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from specplay.core.events import PER_REQUEST
+
 LOOKUP_METHODS = ("ngram", "ngram_gpu")  # drafts recomputable from the context
 NOTES = {
     "suffix": "suffix decoding drafts from a tree of this and earlier requests' tokens that vLLM keeps inside "
@@ -157,10 +159,12 @@ def reconstructed_steps(output, sizes, times, propose) -> tuple[Step, ...]:
 
 def counted_steps(output, sizes, times, k: int, exact_chunks: bool) -> tuple[Step, ...]:
     """Steps read off the stream alone: a chunk is one step accepting size − 1 drafts, where chunks are known
-    to be steps (`exact_chunks`) and no chunk is longer than k + 1; its drafts are known where it accepted k."""
+    to be steps (`exact_chunks`) and no chunk is longer than k + 1; its drafts are known where it accepted k.
+    The last chunk, unless it holds k + 1 tokens, may have been cut by max_tokens or a stop: unknown."""
     steps = []
     for start, size, seconds in _chunks(sizes, times):
-        if not exact_chunks or size > k + 1:
+        cut = start + size == len(output) and size < k + 1
+        if not exact_chunks or size > k + 1 or cut:
             steps.append(Step(start, size, None, None, None, None, None))
             continue
         accepted = size - 1
@@ -187,7 +191,8 @@ def step_detail(prompt_ids: Sequence[int], side, speculative_config: dict, kind:
             upto = context[:len(prompt_ids) + i]
             return propose(upto) if propose is not None else ngram_proposal(upto, lo, hi, k, max_model_len)
         return StepDetail(reconstructed_steps(output, sizes, times, at), None)
-    exact = max(0, side.steps - 1) == len(sizes) - 1  # every decode chunk is one step
+    # every decode chunk is one step: the request's own counters say so (chunks alone can't tell a merge)
+    exact = side.steps_source == PER_REQUEST and max(0, side.steps - 1) == len(sizes) - 1
     note = NOTES.get(kind) or HIDDEN_NOTE.format(method={"mtp": "MTP", "eagle3": "EAGLE-3"}.get(kind, kind.upper()))
     return StepDetail(counted_steps(output, sizes, times, k, exact), note)
 

@@ -21,8 +21,8 @@ OUTPUT = [10, 11, 12, 13, 99, 14]
 
 
 class Side:
-    def __init__(self, sizes, output=OUTPUT, steps=None):
-        self.token_ids, self.step_sizes = output, sizes
+    def __init__(self, sizes, output=OUTPUT, steps=None, steps_source="per-request"):
+        self.token_ids, self.step_sizes, self.steps_source = output, sizes, steps_source
         self.step_times = [float(i) for i in range(len(sizes))]
         self.steps = steps if steps is not None else len(sizes)
 
@@ -75,7 +75,13 @@ def test_methods_whose_drafts_vllm_keeps_show_accepted_counts_and_say_why():
     eagle = {"method": "eagle", "num_speculative_tokens": 3}
     detail = step_detail([9], Side([1, 4, 2, 1], output), eagle, "eagle")
     assert "EAGLE drafts from the target's hidden states" in detail.note
-    assert [(s.accepted, s.proposed) for s in detail.steps] == [(3, (2, 3, 4)), (1, None), (0, None)]
+    # the last chunk may have been cut by max_tokens: its count is unknown
+    assert [(s.accepted, s.proposed) for s in detail.steps] == [(3, (2, 3, 4)), (1, None), (None, None)]
+    whole = step_detail([9], Side([1, 4, 4], output[:9] + [0]), eagle, "eagle").steps  # ends on k + 1: all known
+    assert [s.accepted for s in whole] == [3, 3]
+    # chunks counted without the request's own counters: a merge can't be ruled out
+    assert all(s.accepted is None for s in step_detail([9], Side([1, 4, 2, 1], output, steps_source="chunks"),
+                                                       eagle, "eagle").steps)
     # the request's counters count more steps than chunks: which chunk merged two is unknown
     merged = step_detail([9], Side([1, 4, 2, 1], output, steps=5), eagle, "eagle")
     assert all(s.accepted is None for s in merged.steps)
