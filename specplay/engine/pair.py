@@ -293,6 +293,9 @@ class EnginePair(BatchRunner):
                         task.cancel()
                 elif pending:  # a server failed: its partner, a process of its own, finishes its answer
                     await asyncio.wait(pending)
+                for task in tasks.values():  # both failed: the second's error read too (asyncio logs unread ones)
+                    if task.done() and not task.cancelled():
+                        task.exception()
                 for task in done:
                     task.result()  # re-raise the failure
                 exact = tasks[SPECULATIVE].result()

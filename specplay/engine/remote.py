@@ -38,6 +38,13 @@ def stream_client(settings: "RemoteSettings") -> httpx.AsyncClient:
     return httpx.AsyncClient(timeout=settings.timeout_s, headers=settings.headers(), limits=STREAM_LIMITS)
 
 
+# A server that streams text without token ids (another OpenAI-compatible server, a vLLM older than
+# `return_token_ids`) gives nothing to compare token for token: refused (at the warm-up, so the load says
+# it), never "identical, the same 0 tokens".
+NO_TOKEN_IDS = ("the {role} server streams text without token ids, so the outputs can't be compared token for "
+                "token: it needs a vLLM server that takes return_token_ids")
+
+
 class RemoteError(RuntimeError):
     """A server answered with an error or not at all; the message names the side, never its address."""
 
@@ -287,6 +294,8 @@ class RemoteEngine:
         async for event in self._events(request_id, body):
             if event.get("choices"):
                 choice = event["choices"][0]
+                if choice.get("token_ids") is None and choice.get("text"):
+                    raise RemoteError(NO_TOKEN_IDS.format(role=self.role))
                 chunk = Chunk(list(choice.get("token_ids") or []), choice.get("text") or "",
                               choice.get("finish_reason") is not None, choice.get("finish_reason"))
                 if chunk.finished:
