@@ -107,7 +107,7 @@ CSS = """
 .whatif .wi-cards { display: flex; gap: 8px; flex-wrap: wrap; margin-bottom: 6px; }
 .whatif .wi-card { flex: 1 1 130px; border: 1px solid var(--border-color-primary); border-radius: 6px; padding: 6px 10px;
   background: var(--block-background-fill); }
-.whatif .f-label { font-size: 12px; color: var(--body-text-color-subdued); text-transform: uppercase; letter-spacing: .03em; }
+.whatif .f-label { font-size: 12px; color: var(--body-text-color-subdued); }
 .whatif .f-value { font-size: 20px; font-weight: 800; font-variant-numeric: tabular-nums; }
 .whatif .f-note { font-size: 11.5px; color: var(--body-text-color-subdued); }
 .lesson-head { padding: 8px 2px; color: var(--body-text-color); }

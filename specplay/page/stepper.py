@@ -78,13 +78,13 @@ def run_from(result, k: int, decode=None) -> StepperRun | None:
         return None
     spec = result.get("speculative") if isinstance(result.get("speculative"), dict) else {}
     ids = _ids(spec.get("token_ids"))
-    raw = result.get("step_detail")
+    raw = spec.get("step_detail")
     if ids is None or not isinstance(raw, list) or not raw:
         return None
     steps = tuple(s for s in (_step(r, decode) for r in raw[:len(ids)]) if s is not None)  # a step emits 1+
     base = result.get("baseline") if isinstance(result.get("baseline"), dict) else {}
     base_s = base.get("step_seconds")
-    note = result.get("step_detail_note")
+    note = spec.get("step_detail_note")
     try:
         pieces = tuple(TokenPieces(decode).update(list(ids)))
     except Exception:  # ids outside the vocabulary (a result the page didn't make): shown as ids

@@ -16,7 +16,7 @@ def decode(ids):
 def _result(steps, note=None):
     # output: The cat sat on the mat . (ids 0..6); step 0 is prefill ("The")
     return {"preset": "smollm2-ngram", "speedup": 1.2, "baseline": {"step_seconds": 0.05},
-            "speculative": {"token_ids": [0, 1, 2, 3, 4, 5, 6]}, "step_detail": steps, "step_detail_note": note}
+            "speculative": {"token_ids": [0, 1, 2, 3, 4, 5, 6], "step_detail": steps, "step_detail_note": note}}
 
 
 REJECTED = {"start": 1, "tokens": 3, "accepted": 2, "drafted": 4, "proposed": [1, 2, 8, 9], "target_token": 3,
@@ -59,7 +59,7 @@ def test_text_is_escaped_and_a_crafted_result_stays_numbers():
     html = stepper.step_html(stepper.run_from(_result([escaped]), 4, decode), 1)
     assert "<script>" not in html and "&lt;script&gt;" in html
     for crafted in (None, "x", {"streaming": True}, {"error": "e"}, _result("no"), _result([]),
-                    {**_result([REJECTED]), "speculative": {"token_ids": ["<script>", 1]}}):
+                    {**_result([REJECTED]), "speculative": {"token_ids": ["<script>", 1], "step_detail": [REJECTED]}}):
         assert stepper.run_from(crafted, 4, decode) is None
     wild = [{"start": "<i>", "tokens": 1e308, "accepted": float("nan"), "proposed": [10 ** 12], "seconds": "x"},
             "not a step", {"start": -3, "proposed": [1, 2], "accepted": 99, "target_token": -1}]
@@ -67,3 +67,17 @@ def test_text_is_escaped_and_a_crafted_result_stays_numbers():
     for i in (1, 2, "<b>", None, 10 ** 9):
         assert "<i>" not in stepper.step_html(run, i)
     assert stepper.step_html(None, 1) == stepper.IDLE
+
+
+def test_the_stepper_reads_the_step_detail_a_real_result_carries():
+    """From RunResult.to_json() itself (where the page's `result` comes from), not a hand-made dict: the
+    steps sit under `speculative` (read from the top level, the stepper stayed idle after every run)."""
+    from specplay.presets.catalog import get_preset
+    from specplay.run.result import RunResult
+    from tests.ui_fixtures import comparison_of, synthetic_events
+
+    events = synthetic_events(list(range(9)), [[0], [1, 2, 3], [4], [5, 6, 7, 8]], k=4)
+    result = RunResult.of(comparison_of(events), get_preset("smollm2-ngram")).to_json()
+    run = stepper.run_from(result, 4, None)
+    assert run is not None and len(run.steps) == len(result["speculative"]["step_detail"]) >= 3
+    assert f"Step 1 of {len(run.steps)}" in stepper.step_html(run, 1)
