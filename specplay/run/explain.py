@@ -114,8 +114,7 @@ def explain(result, method: str, k: int, device: str, step_floor_s: float | None
     fix = cost_fix(f, method, device)
     cheaper = cost_below_one_clause(f.cost, f.noise)  # a step cheaper than the baseline's: noise or flagged
     if within_noise(f.noise):
-        return (f"{noise_sentence(f.speedup, f.noise)}: {head}, so this run can't tell a gain from a loss; "
-                f"{cheaper or 'more runs or more tokens would narrow the interval'}.")
+        return f"{noise_sentence(f.speedup, f.noise, head)}; {cheaper or 'more runs or more tokens would narrow it'}."
     if cheaper:
         verdict = "pays" if f.speedup >= PAYS else "loses" if f.speedup < 1 / PAYS else "breaks even"
         return f"Speculation {verdict} ({f.speedup:.2f}×): {head}, but {cheaper}."

@@ -149,7 +149,7 @@ def cost_below_one_clause(cost: float, noise: Noise | None) -> str:
     """What a speculative step measured cheaper than the baseline's means (it verifies more tokens, so it
     can't be, from the work alone): noise when its interval holds 1×, else flagged as a real effect of
     something outside the step's arithmetic. "" when the step isn't cheaper or there is no interval."""
-    if cost >= 1 or noise is None:
+    if round(cost, 2) >= 1 or noise is None:  # as the sentence prints it: 0.996 reads 1.00×
         return ""
     ci = noise.step_cost_ratio
     if ci.holds(1.0):
@@ -160,6 +160,8 @@ def cost_below_one_clause(cost: float, noise: Noise | None) -> str:
             f"another process on the cores) differs between the engines and the speedup is partly that")
 
 
-def noise_sentence(speedup: float, noise: Noise) -> str:
-    """The head of the explanation when the speedup's interval holds 1×."""
-    return f"Within noise ({speedup:.2f}×, 95% interval {noise.speedup})"
+def noise_sentence(speedup: float, noise: Noise, factors: str) -> str:
+    """The explanation's start when the speedup's interval holds 1× (`factors`: "1.05× the tokens per step at
+    1.00× the step time")."""
+    return (f"Within noise ({speedup:.2f}×): {factors}, and the speedup's 95% interval, {noise.speedup}, holds 1×, "
+            f"so this run can't tell a gain from a loss")
