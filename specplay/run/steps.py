@@ -12,7 +12,7 @@ can be known exactly, the target's own token at the first rejection, and the ste
   one is never resampled to itself), so the proposal gives the step's accepted count.
 - Any method, a step that accepted every one of k drafts: its drafts are the tokens it emitted.
 - Otherwise (EAGLE, MTP, DFlash, suffix, a draft model): vLLM doesn't expose the drafts, so a step has its
-  accepted count only, and `note` says why.
+  accepted count only, and `note_for(kind)` says why (from the method table's kind of drafter).
 
 Every reconstructed step is checked against vLLM's own per-step counts: the streamed chunks (one a step, an
 accepted count + 1 tokens). A chunk the reconstruction doesn't tile exactly shows unknown (None), never a
@@ -27,18 +27,32 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from specplay.core.events import PER_REQUEST
+from specplay.presets.methods import facts_of_kind
 
-LOOKUP_METHODS = ("ngram", "ngram_gpu")  # drafts recomputable from the context
+# Drafts recomputable from the context: vLLM's CPU n-gram proposer, whose port the engine tests check against
+# vLLM's own function (ngram_gpu is another implementation, not checked: its steps show counts only).
+LOOKUP_METHODS = ("ngram",)
 NOTES = {
     "suffix": "suffix decoding drafts from a tree of this and earlier requests' tokens that vLLM keeps inside "
               "the engine, so its drafts can't be recomputed here: a step shows its accepted count",
-    "draft_model": "a draft model's drafts stay inside vLLM and this run didn't replay them, so a step shows "
-                   "its accepted count (and its drafts only where it accepted all k)",
-    "pard": "a PARD draft's drafts stay inside vLLM and this run didn't replay them, so a step shows its "
-            "accepted count (and its drafts only where it accepted all k)",
+    "ngram_gpu": "the GPU n-gram proposer is not recomputed here (only the CPU one is, checked against vLLM's own "
+                 "function), so a step shows its accepted count",
 }
-HIDDEN_NOTE = ("{method} drafts from the target's hidden states inside the engine and vLLM doesn't return the "
-               "drafted tokens, so a step shows its accepted count (and its drafts only where it accepted all k)")
+ALL_K = "(and its drafts only where it accepted all k, since those are the tokens it emitted)"
+MODEL_NOTE = "the {what}'s drafts stay inside vLLM and this run didn't replay them, so a step shows its accepted count " + ALL_K
+HIDDEN_NOTE = ("drafts from the {what} are made from the target's hidden states inside the engine and vLLM doesn't return "
+               "them, so a step shows its accepted count " + ALL_K)
+
+
+def note_for(kind: str) -> str:
+    """Why a method's drafts can't be shown (the method table's kind of drafter)."""
+    facts = facts_of_kind(kind)
+    if kind in NOTES:
+        return NOTES[kind]
+    what = facts.plan_label or f"{kind} drafter"
+    return (MODEL_NOTE if facts.draft == "model" else HIDDEN_NOTE if facts.draft in ("head", "inside")
+            else "vLLM doesn't return this method's drafted tokens, so a step shows its accepted count " + ALL_K
+            ).format(what=what)
 
 
 @dataclass(frozen=True)
@@ -193,8 +207,7 @@ def step_detail(prompt_ids: Sequence[int], side, speculative_config: dict, kind:
         return StepDetail(reconstructed_steps(output, sizes, times, at), None)
     # every decode chunk is one step: the request's own counters say so (chunks alone can't tell a merge)
     exact = side.steps_source == PER_REQUEST and max(0, side.steps - 1) == len(sizes) - 1
-    note = NOTES.get(kind) or HIDDEN_NOTE.format(method={"mtp": "MTP", "eagle3": "EAGLE-3"}.get(kind, kind.upper()))
-    return StepDetail(counted_steps(output, sizes, times, k, exact), note)
+    return StepDetail(counted_steps(output, sizes, times, k, exact), note_for(kind))
 
 
 def acceptance_histogram(counters) -> list[int]:

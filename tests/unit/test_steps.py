@@ -74,7 +74,7 @@ def test_methods_whose_drafts_vllm_keeps_show_accepted_counts_and_say_why():
     output = [1, 2, 3, 4, 5, 6, 7, 8]
     eagle = {"method": "eagle", "num_speculative_tokens": 3}
     detail = step_detail([9], Side([1, 4, 2, 1], output), eagle, "eagle")
-    assert "EAGLE drafts from the target's hidden states" in detail.note
+    assert "drafts from the EAGLE head are made from the target's hidden states" in detail.note
     # the last chunk may have been cut by max_tokens: its count is unknown
     assert [(s.accepted, s.proposed) for s in detail.steps] == [(3, (2, 3, 4)), (1, None), (None, None)]
     whole = step_detail([9], Side([1, 4, 4], output[:9] + [0]), eagle, "eagle").steps  # ends on k + 1: all known
@@ -86,6 +86,8 @@ def test_methods_whose_drafts_vllm_keeps_show_accepted_counts_and_say_why():
     merged = step_detail([9], Side([1, 4, 2, 1], output, steps=5), eagle, "eagle")
     assert all(s.accepted is None for s in merged.steps)
     assert "suffix decoding" in step_detail([9], Side([1, 4]), {"num_speculative_tokens": 3}, "suffix").note
+    assert "drafts from the MTP layers are made" in step_detail([9], Side([1, 4]), eagle, "mtp").note
+    assert "the draft model's drafts stay inside vLLM" in step_detail([9], Side([1, 4]), eagle, "draft_model").note
 
 
 def test_the_acceptance_histogram_is_vllms():
