@@ -9,6 +9,7 @@ import os
 import sys
 
 from specplay.core.hardware import CORE_LAYOUT_ENV, CORE_LAYOUTS, layout_name
+from specplay.page.guard import trusted_proxies
 from specplay.page.settings import PageSettings
 
 
@@ -49,6 +50,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--lesson", metavar="FILE",
                         help="the Lesson tab's lesson, a YAML file (docs/lesson.md; default: the bundled one for "
                              "this machine's device); a bad file stops the app, naming its line")
+    parser.add_argument("--trusted-proxies", metavar="ADDR[,NET...]",
+                        help="proxies whose X-Forwarded-For is believed (e.g. 127.0.0.1 or 10.0.0.0/8); the "
+                             "visitor's address is then the rightmost hop that isn't one of them. Default: "
+                             "none, the peer is the address; or PLAYGROUND_TRUSTED_PROXIES")
     parser.add_argument("--session-capacity", type=int,
                         help="visitors' sessions kept in memory, least recently used dropped first (default: 128)")
     remote = parser.add_argument_group("remote mode: two running `vllm serve` servers instead of in-process "
@@ -72,11 +77,12 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, "share": False, "auth": None,
             "allow_switching": None, "allow_bench": None, "auth_file": None, "max_run_seconds": 300.0, "queue_size": 32,
-            "session_capacity": 128, "core_layout": None, "lesson": None,
+            "session_capacity": 128, "core_layout": None, "trusted_proxies": None, "lesson": None,
             "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
             "server_pids": None, "model": None, "speculative_config": None, "dtype": "auto", "max_model_len": 4096,
             "load_format": "auto", "memory_split": "0.4,0.45"}
 REMOTE_KEYS = ("baseline_url", "speculative_url")
+TRUSTED_PROXIES_ENV = "PLAYGROUND_TRUSTED_PROXIES"
 
 
 def gradio_env() -> dict:
@@ -105,6 +111,8 @@ def resolve_options(args: argparse.Namespace) -> dict:
         options.update(config)
     if os.environ.get("PLAYGROUND_AUTH"):
         options["auth"] = os.environ["PLAYGROUND_AUTH"]
+    if os.environ.get(TRUSTED_PROXIES_ENV):
+        options["trusted_proxies"] = os.environ[TRUSTED_PROXIES_ENV]
     if os.environ.get(CORE_LAYOUT_ENV):
         options["core_layout"] = os.environ[CORE_LAYOUT_ENV]
     options.update(gradio_env())
@@ -125,6 +133,7 @@ def resolve_options(args: argparse.Namespace) -> dict:
         options["auth"] = (user, password)
     try:
         options["core_layout"] = layout_name(options["core_layout"])
+        options["trusted_proxies"] = trusted_proxies(options["trusted_proxies"])
     except ValueError as exc:
         raise SystemExit(f"app.py: {exc}") from None
     if bool(options["baseline_url"]) != bool(options["speculative_url"]):
@@ -233,4 +242,5 @@ def settings_from_options(options: dict) -> PageSettings:
         print("app.py: warning: --share without --auth puts the page and its engines on a public link that "
               "anyone can use; set --auth USER:PASS (or PLAYGROUND_AUTH)", file=sys.stderr)
     return PageSettings(allow_switching=bool(allow), allow_bench=bool(bench), max_run_seconds=float(options["max_run_seconds"]),
-                        queue_size=int(options["queue_size"]), session_capacity=int(options["session_capacity"]))
+                        queue_size=int(options["queue_size"]), session_capacity=int(options["session_capacity"]),
+                        trusted_proxies=trusted_proxies(options["trusted_proxies"]))
