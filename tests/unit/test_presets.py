@@ -155,7 +155,7 @@ def _good():
     (lambda d: d.pop("target"), "target", "required"),
     (lambda d: d.update(temprature=0.5), "temprature", "known fields"),
     (lambda d: d["target"].update(max_model_len="2k"), "target.max_model_len", "int"),
-    (lambda d: d["speculative_config"].update(method="medusa2"), "speculative_config.method", "one of"),
+    (lambda d: d["speculative_config"].update(method="eagle33"), "speculative_config.method", "close matches: eagle3"),
     (lambda d: d["speculative_config"].pop("prompt_lookup_min"), "prompt_lookup_min/max", "1 <= min <= max"),
     (lambda d: d["speculative_config"].update(num_speculative_tokens=0), "num_speculative_tokens", "1 to 16"),
     (lambda d: d["memory"].update(baseline_gpu_memory_utilization=0.6, speculative_gpu_memory_utilization=0.6),
@@ -231,7 +231,7 @@ def test_cli_serve_cmd_and_unknown_preset():
     assert out.returncode == 0
     lines = [line for line in out.stdout.splitlines() if "vllm serve" in line]
     assert len(lines) == 2 and "--speculative-config" not in lines[0]
-    assert lines[0].startswith("vllm serve") and lines[1].startswith("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve")
+    assert lines[0].startswith("vllm serve") and lines[1].startswith("vllm serve")  # model_runner auto
     config = json.loads(shlex.split(lines[1])[shlex.split(lines[1]).index("--speculative-config") + 1])
     assert config == {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 5}
     bad = _cli("serve-cmd", "--preset", "no-such-preset")

@@ -44,3 +44,20 @@ def test_suffix_without_arctic_inference_is_refused_by_vllm_too():
 
     with pytest.raises(ImportError, match="Arctic Inference"):
         SpeculativeConfig(method="suffix", num_speculative_tokens=8)
+
+
+@pytest.mark.parametrize("name, method, k, architecture", [
+    ("dummy-llama8b-dflash", "dflash", 9, "DFlashDraftModel"),
+    ("dummy-qwen3-8b-dspark", "dspark", 7, "Qwen3DSparkModel"),
+])
+def test_the_bundled_dflash_and_dspark_drafts_are_read_by_vllm(name, method, k, architecture):
+    """The dummy twins' draft configs (built from the public checkpoints' shapes) as vLLM reads them: the
+    method's draft architecture, one block of k drafted in parallel."""
+    config = _speculative_config(load_presets()[name])
+    assert config.method == method and config.num_speculative_tokens == k and config.parallel_drafting
+    assert config.draft_model_config.architectures == [architecture]
+
+
+def test_the_block_verifier_preset_keeps_its_verifier():
+    config = _speculative_config(load_presets()["dummy-llama8b-eagle3-block"])
+    assert config.rejection_sample_method == "block" and config.method == "eagle3"
