@@ -105,6 +105,11 @@ def _kept(relative: str, kind: str, keys: tuple[str, ...], ask: Callable[[], dic
     return data
 
 
+# What a kept answer must hold to be used (an answer kept by an older playground lacks new keys: asked again).
+FACT_KEYS = ("version", "methods", "fields", "has_v1_runner", "has_v2_runner", "suffix_needs_arctic",
+             "parallel_drafting_methods", "rejection_sample_methods", "custom_methods")
+
+
 @lru_cache(maxsize=1)
 def vllm_facts() -> VllmFacts | None:
     """What the installed vLLM has and can run (engine.vllm_facts), read from its source once per build and
@@ -117,7 +122,7 @@ def vllm_facts() -> VllmFacts | None:
         facts["version"] = _version()
         facts["custom_methods"] = _registered_methods() if facts["has_custom_methods"] else []
         return facts
-    data = _kept("config/speculative.py", "facts", ("version", "methods", "fields", "has_v1_runner"), ask)
+    data = _kept("config/speculative.py", "facts", FACT_KEYS, ask)
     return None if data is None else VllmFacts.from_dict(data)
 
 

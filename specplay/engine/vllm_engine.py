@@ -64,13 +64,20 @@ class _CountersLogger:
                                   tuple(self.accepted_per_position))
 
 
-def _model_runner(config) -> str | None:
-    """"v2" (Model Runner V2) or "v1", as this vLLM decided for the engine; None where the installed vLLM
-    doesn't say (its config has no `use_v2_model_runner`, e.g. 0.26)."""
+def _model_runner(config, facts=None) -> str | None:
+    """"v2" (Model Runner V2) or "v1", as this vLLM decided for the engine; "v2" where V2 is the only runner
+    (0.34: its config has no `use_v2_model_runner` since V1 was removed); None where the installed vLLM
+    doesn't say (no such config field, e.g. 0.26). `facts`: the installed vLLM's (engine.probes)."""
     try:
         v2 = getattr(config, "use_v2_model_runner", None)
     except Exception:  # a property that checks features may raise on configs it doesn't expect
         return None
+    if v2 is None and config is not None:
+        if facts is None:
+            from specplay.engine.probes import vllm_facts
+
+            facts = vllm_facts()
+        return "v2" if facts is not None and facts.has_v2_runner and not facts.has_v1_runner else None
     return None if v2 is None else ("v2" if v2 else "v1")
 
 

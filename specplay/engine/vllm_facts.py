@@ -7,8 +7,9 @@ wheel). Every answer comes from vLLM's own definitions, never from a version num
   fields             SpeculativeConfig's fields
   rejection_sample_methods, draft_sample_methods   their Literals ([] where the field doesn't exist)
   parallel_drafting_methods   the methods vLLM lets set parallel_drafting; None: no such limit (0.31-0.33)
-  has_v1_runner      VLLM_USE_V2_MODEL_RUNNER is one of vLLM's environment variables and VllmConfig still
-                     chooses a runner (`use_v2_model_runner`); 0.34 removed both with Model Runner V1
+  has_v1_runner      vLLM still has Model Runner V1 (v1/worker/gpu_model_runner.py; 0.34 removed it, and with it
+                     VLLM_USE_V2_MODEL_RUNNER and the config's `use_v2_model_runner`)
+  has_v2_runner      it has Model Runner V2 (v1/worker/gpu/model_runner.py)
   suffix_needs_arctic   the suffix proposer (or its config check) imports arctic_inference
   draft_graphs_on_v2    V2's draft-model speculator captures CUDA graphs (a SpeculatorCudaGraphManager)
   has_custom_methods    vLLM has `registered_speculative_methods` (plugins may add methods at run time)
@@ -28,7 +29,7 @@ SPECULATIVE = "config/speculative.py"
 SUFFIX_SOURCES = ("v1/spec_decode/suffix_decoding.py", "v1/worker/gpu/spec_decode/suffix/speculator.py",
                   "v1/worker/gpu/spec_decode/suffix/config.py")
 DRAFT_SPECULATOR = "v1/worker/gpu/spec_decode/standalone_ar/speculator.py"
-RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
+V1_RUNNER, V2_RUNNER = "v1/worker/gpu_model_runner.py", "v1/worker/gpu/model_runner.py"
 
 
 def folder_reader(package: Path) -> Reader:
@@ -111,16 +112,6 @@ def _imports(text: str | None) -> set[str]:
     return found
 
 
-def _dict_keys(tree: ast.Module | None, name: str) -> set[str]:
-    value = _assignments(tree).get(name) if tree is not None else None
-    return {k.value for k in getattr(value, "keys", []) if isinstance(k, ast.Constant)}
-
-
-def _defines(tree: ast.Module | None, class_name: str, member: str) -> bool:
-    cls = _class(tree, class_name) if tree is not None else None
-    return cls is not None and any(getattr(n, "name", None) == member for n in cls.body)
-
-
 def read_facts(read: Reader) -> dict | None:
     """The facts of the vLLM whose files `read` returns (module doc); None without its speculative config."""
     text = read(SPECULATIVE)
@@ -129,8 +120,6 @@ def read_facts(read: Reader) -> dict | None:
     tree = ast.parse(text)
     names = _assignments(tree)
     config = _class(tree, "SpeculativeConfig")
-    parse = lambda relative: ast.parse(read(relative)) if read(relative) else None  # noqa: E731
-    envs, vllm_config = parse("envs.py"), parse("config/vllm.py")
     suffix = set().union(*(_imports(read(path)) for path in SUFFIX_SOURCES)) | _imports(text)
     mtp = _literal(names.get("MTPModelTypes"), names)
     return {
@@ -140,8 +129,8 @@ def read_facts(read: Reader) -> dict | None:
         "rejection_sample_methods": _literal(names.get("RejectionSampleMethod"), names),
         "draft_sample_methods": _literal(names.get("DraftSampleMethod"), names),
         "parallel_drafting_methods": _parallel_drafting_methods(config),
-        "has_v1_runner": RUNNER_ENV in _dict_keys(envs, "environment_variables")
-                         and _defines(vllm_config, "VllmConfig", "use_v2_model_runner"),
+        "has_v1_runner": read(V1_RUNNER) is not None,
+        "has_v2_runner": read(V2_RUNNER) is not None,
         "suffix_needs_arctic": bool({"arctic_inference", "has_arctic_inference"} & suffix
                                     or any(name.startswith("arctic_inference") for name in suffix)),
         "draft_graphs_on_v2": "SpeculatorCudaGraphManager" in _imports(read(DRAFT_SPECULATOR)),
@@ -161,6 +150,7 @@ class VllmFacts:
     draft_sample_methods: tuple[str, ...] = ()
     parallel_drafting_methods: frozenset[str] | None = None
     has_v1_runner: bool = True
+    has_v2_runner: bool = False
     suffix_needs_arctic: bool = True
     draft_graphs_on_v2: bool = False
     has_custom_methods: bool = False

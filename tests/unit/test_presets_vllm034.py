@@ -43,7 +43,7 @@ def installed_034(monkeypatch, v034):
 def test_the_fixture_is_what_the_0_34_wheel_says(v034):
     data = json.loads(FIXTURE.read_text())
     assert data["_recorded_by"].startswith("scripts/record_vllm_facts.py --wheel vllm-0.34.0-")
-    assert v034.version == "0.34.0" and not v034.has_v1_runner and v034.draft_graphs_on_v2
+    assert v034.version == "0.34.0" and not v034.has_v1_runner and v034.has_v2_runner and v034.draft_graphs_on_v2
     assert {"dflash", "dspark", "draft_model", "eagle3", "ngram_gpu", "suffix"} <= v034.methods
     assert v034.parallel_drafting_methods == {"dflash", "dspark"} and not v034.suffix_needs_arctic
     assert v034.rejection_sample_methods == ("standard", "synthetic", "block", "fly")
