@@ -23,6 +23,10 @@ EAGLE = preset_model("eagle-llama3-8b-head")
 EAGLE3 = preset_model("eagle3-llama3.1-8b-head")
 PARD_1B = str(ROOT / "scripts/gpu/probe-models/pard-llama-3.2-1b-shaped")
 MIMO = str(ROOT / "scripts/gpu/probe-models/mimo-7b-mtp-shaped")
+# vLLM 0.34's block drafters: the presets' config-only shapes (dummy-llama8b-dflash, dummy-qwen3-8b-dspark)
+DFLASH = preset_model("dflash-llama3.1-8b-draft")
+QWEN3_8B = preset_model("qwen3-8b-shaped")
+DSPARK = preset_model("dspark-qwen3-8b-draft")
 
 
 def rates(a: float, k: int) -> list[float]:
@@ -59,6 +63,26 @@ CONFIGS: dict[str, dict] = {
     "mtp-k1": dict(target=MIMO, spec=spec("mtp", 1)),
     "mtp-k3": dict(target=MIMO, spec=spec("mtp", 3)),
     "suffix": dict(target=TARGET_8B, spec={"method": "suffix", "num_speculative_tokens": 4}),
+    # vLLM 0.34 (Model Runner V2 only; the draft model has CUDA graphs): k, the draft's dtype, its sampling
+    "draft-k2-v2": dict(target=TARGET_8B, spec=spec("draft_model", 2, model=DRAFT_1B)),
+    "draft-k4-v2": dict(target=TARGET_8B, spec=spec("draft_model", 4, model=DRAFT_1B)),
+    "draft-k5-v2": dict(target=TARGET_8B, spec=spec("draft_model", 5, model=DRAFT_1B)),
+    "draft-k7-v2": dict(target=TARGET_8B, spec=spec("draft_model", 7, model=DRAFT_1B)),
+    "draft-k3-fp8": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B, quantization="fp8")),
+    "draft-k3-prob": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B,
+                                                      draft_sample_method="probabilistic")),
+    # dynamic k (num_speculative_tokens_per_batch_size: [min_batch, max_batch, k]); k is the largest of them
+    "draft-dyn": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B,
+                                                  num_speculative_tokens_per_batch_size=[[1, 4, 3], [5, 16, 2],
+                                                                                         [17, 1024, 1]])),
+    # one draft pass proposes the whole block (k = the block's drafted tokens)
+    "dflash-k9": dict(target=TARGET_8B, spec=spec("dflash", 9, model=DFLASH)),
+    "qwen3-baseline": dict(target=QWEN3_8B, spec=None),
+    "dspark-k7": dict(target=QWEN3_8B, spec=spec("dspark", 7, model=DSPARK)),
+    # the block verifier replaces synthetic acceptance: random weights reject nearly every draft (its cost only)
+    "eagle3-k5-block": dict(target=TARGET_8B, spec={"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 5,
+                                                    "rejection_sample_method": "block"}),
 }
+_BASELINES = {MIMO: "mimo-baseline", QWEN3_8B: "qwen3-baseline"}
 for _name, _c in CONFIGS.items():
-    _c.setdefault("baseline", "mimo-baseline" if _c["target"] == MIMO else "baseline")
+    _c.setdefault("baseline", _BASELINES.get(_c["target"], "baseline"))
