@@ -90,7 +90,7 @@ def test_a_cheaper_speculative_step_is_noise_or_flagged():
     beyond = run([1] + ([1] * 19 + [2]) * 3, spec_step_s=0.035, jitter=0.05)
     assert beyond.step_cost_ratio_interval.high < 1
     sentence = explain(beyond, "ngram", 4, "cpu")
-    assert "cheaper beyond this run's noise" in sentence and "Within noise" not in sentence
+    assert "cheaper beyond this run's step-to-step noise" in sentence and "Within noise" not in sentence
     assert sentence.count(". ") == 0
 
 
@@ -133,5 +133,6 @@ def test_three_runs_pooled_narrow_the_interval():
     assert pooled.speedup == pytest.approx(pooled.tokens_per_step_ratio / pooled.step_cost_ratio)
     width = lambda i: i.high - i.low  # noqa: E731
     assert width(pooled.noise.speedup) < min(width(r.speedup_interval) for r in runs)
+    assert pooled.spread.low == min(r.speedup for r in runs) and pooled.spread.high == max(r.speedup for r in runs)
     one = pooled_runs(runs[:1])
     assert one.speedup == pytest.approx(runs[0].speedup) and one.noise == runs[0].noise
