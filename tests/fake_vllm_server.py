@@ -34,11 +34,11 @@ class Behaviour:
     requests: list = field(default_factory=list)  # (path, monotonic time) of every request, in order
 
 
-def start(behaviour: Behaviour):
-    """(server, base URL); `server.shutdown()` ends it."""
+def start(behaviour: Behaviour, port: int = 0):
+    """(server, base URL) on `port` (0: any free one); `stop(server)` ends it. HTTP/1.0: one connection a
+    request, so a stopped server answers nothing more, as a killed one."""
 
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
 
         def log_message(self, *args):
             pass
@@ -103,7 +103,13 @@ def start(behaviour: Behaviour):
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def stop(server) -> None:
+    """End the server and close its socket: what a killed `vllm serve` leaves (connections refused)."""
+    server.shutdown()
+    server.server_close()

@@ -31,6 +31,7 @@ METRIC_PREFIX = "vllm:spec_decode_num_"
 # 128 or 256 in flight measured 100 streams plus a wait that counted as TTFT. Streams are bounded by the
 # caller (the bench's --max-concurrency, the page's one run at a time), not by the pool.
 STREAM_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+HEALTH_CHECK_TIMEOUT_S = 5.0  # a live server answers /health at once, even while it generates
 
 
 def stream_client(settings: "RemoteSettings") -> httpx.AsyncClient:
@@ -191,6 +192,17 @@ class RemoteEngine:
                 "per_request_metrics": self.per_request_metrics if self.has_spec_metrics else None}
 
     def is_alive(self) -> bool:
+        return self._alive
+
+    def check_alive(self) -> bool:
+        """GET /health, for the page's watcher while nobody runs (every few seconds): a server that went away
+        is noticed before a visitor's run fails on it. Only ever marks the server gone."""
+        if self._alive:
+            try:
+                response = self._sync.get(f"{self.settings.base}/health", timeout=HEALTH_CHECK_TIMEOUT_S)
+                self._alive = response.status_code == 200
+            except (httpx.HTTPError, RuntimeError):  # RuntimeError: the client closed by a shutdown meanwhile
+                self._alive = False
         return self._alive
 
     stop_grace_s = 0.0  # nothing to wait for: the server outlives this engine

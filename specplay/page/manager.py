@@ -105,6 +105,7 @@ class PairManager:
         # exits non-zero, for its supervisor to restart it)
         self._retry_delays, self._on_give_up = tuple(retry_delays), on_give_up
         self._recovering, self._attempt = False, 0
+        self._cause = ""  # why the engines are being reloaded, said in the status while they are
         self._watcher: threading.Thread | None = None
         self._stop_watching = threading.Event()
 
@@ -113,8 +114,9 @@ class PairManager:
         with self._lock:
             elapsed = (time.monotonic() - self._started_at if self._state == "loading" and self._started_at
                        else self._load_seconds)
-            return ManagerStatus(self._state, self._preset, self._message, self._progress, elapsed,
-                                 self._recovering and self._state != "ready")
+            recovering = self._recovering and self._state != "ready"
+            message = f"{self._cause}: {self._message}" if recovering and self._cause else self._message
+            return ManagerStatus(self._state, self._preset, message, self._progress, elapsed, recovering)
 
     @property
     def preset(self) -> Preset:
@@ -241,12 +243,13 @@ class PairManager:
         with self._lock:
             ready = self._state == "ready" and self._pair is not None
             roles = tuple(self._pair.engines) if ready and hung else dead_roles(self._pair) if ready else ()
+            cause = ("an engine stopped answering" if hung
+                     else f"the {' and '.join(roles)} engine stopped" if roles else "")
             if roles:
-                self._recovering, self._attempt = True, 0
+                self._recovering, self._attempt, self._cause = True, 0, cause
         if not roles:
             return ()
-        self._log("an engine stopped answering; reloading both engines" if hung
-                  else f"the {' and '.join(roles)} engine died; reloading it")
+        self._log(f"{cause}; reloading {'both engines' if hung else 'it'}")
         try:  # a hung engine may still hold its request: both fresh; a dead one is replaced, the other stays
             self.load(self._preset, wait_for_run=5, full=hung, dead=roles)
         except RuntimeError as exc:  # already reloading (the watcher was first), or a run holds the engines
@@ -286,6 +289,7 @@ class PairManager:
             while not self._stop_watching.wait(interval_s):
                 if not self.run_lock.locked():  # a run in progress notices (and reports) it itself
                     try:
+                        self._check_servers()
                         self.reload_if_dead()
                     except Exception as exc:  # the watcher must outlive whatever a check raises
                         self._log(f"watcher: {type(exc).__name__}: {exc}")
@@ -293,6 +297,16 @@ class PairManager:
             self._watcher = threading.Thread(target=loop, name="engine-watcher", daemon=True)
             self._watcher.start()
         return self
+
+    def _check_servers(self) -> None:
+        """Ask the ready pair's servers whether they are up (remote mode: GET /health), outside the lock the
+        status is read under: a server that went away while nobody ran is found now, not by a visitor's run.
+        In-process engines have nothing to ask (their processes are looked at by dead_roles)."""
+        pair = self.pair
+        for engine in list(pair.engines.values()) if pair is not None else ():
+            check = getattr(engine, "check_alive", None)
+            if check is not None:
+                check()
 
     def shutdown(self) -> None:
         self._stop_watching.set()

@@ -30,6 +30,11 @@ class PageSettings:
 _PATH = re.compile(r"(?<![\w.>\-+@~])(?:[A-Za-z]:)?(?:/[\w.\-+@~]+){2,}/?")
 
 
+# Process ids (torch's out-of-memory text names every process on the GPU: "Process 12345 has 70.00 GiB
+# memory in use") say what else runs on the host.
+_PID = re.compile(r"\b(process|pid)(\s*[=:]?\s*)\d+\b", re.I)
+
+
 MESSAGE_MAX_CHARS = 400  # a load failure in the status line: vLLM's can run to pages
 # vLLM's pointers to a log or a trace visitors can't see, and the trace itself
 _POINTER = re.compile(r"\s*See (?:the )?stack trace[^.]*\.?", re.I)
@@ -42,4 +47,5 @@ def scrub(message: str, limit: int | None = None) -> str:
     message = _POINTER.sub("", message)
     message = " ".join(line.strip() for line in message.splitlines() if line.strip())
     message = _PATH.sub("…", message)
+    message = _PID.sub(r"\1\2…", message)
     return message if limit is None or len(message) <= limit else message[:limit - 1] + "…"

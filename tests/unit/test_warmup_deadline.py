@@ -70,14 +70,15 @@ def _pair(monkeypatch, engine_class, warmup_timeout_s=0.3):
 
 def _in_thread(fn):
     """fn() in a thread; its outcome (the exception it raised, or None) once it returns."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        future = pool.submit(fn)
-        try:
-            future.result(HANG_GUARD_S)
-        except concurrent.futures.TimeoutError:
-            pytest.fail("the load never ended: the warm-up waited on a hung engine with no deadline")
-        except Exception as exc:
-            return exc
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        pool.submit(fn).result(HANG_GUARD_S)
+    except concurrent.futures.TimeoutError:
+        pytest.fail("the load never ended: the warm-up waited on a hung engine with no deadline")
+    except Exception as exc:
+        return exc
+    finally:
+        pool.shutdown(wait=False)  # a hung thread is left behind, not waited for
     return None
 
 
