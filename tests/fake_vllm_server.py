@@ -27,6 +27,7 @@ class Behaviour:
     first_id: int = 10  # chunk i carries token id first_id + i
     offsets_s: tuple[float, ...] | None = None  # chunk i sent this long after the request came; None: at once
     metrics_delay_s: float = 0.0  # how long GET /metrics takes
+    metrics_text: str | None = None  # what GET /metrics answers (None: spec-decode counters at 0, if `spec`)
     healthy: bool = True  # GET /health answers 200 (else 503)
     # called before a GET /metrics that comes while a completion streams is answered (a test holds it there)
     metrics_hook: Callable[[], None] | None = None
@@ -61,7 +62,8 @@ def start(behaviour: Behaviour, port: int = 0):
                 time.sleep(behaviour.metrics_delay_s)
                 if behaviour.streaming and behaviour.metrics_hook is not None:
                     behaviour.metrics_hook()
-                self._send(SPEC_METRICS if behaviour.spec else "vllm:num_requests_running 0.0\n", "text/plain")
+                text = SPEC_METRICS if behaviour.spec else "vllm:num_requests_running 0.0\n"
+                self._send(text if behaviour.metrics_text is None else behaviour.metrics_text, "text/plain")
             else:
                 self._send("{}", code=404)
 

@@ -10,6 +10,7 @@ process: the same interface as `vllm_engine.Engine`, over HTTP.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import json
 import os
@@ -90,20 +91,28 @@ def server_supports_per_request_metrics() -> bool:
     return per_request_metrics_supported()
 
 
+def _samples(text: str, prefix: str):
+    """(sample name, labels, value) of each sample in a Prometheus text page whose name starts with `prefix`;
+    ValueError for a malformed page (prometheus_client's parser, installed with vLLM)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith(prefix):
+                yield sample.name, sample.labels, sample.value
+
+
 def parse_metrics(text: str) -> SpecDecodeCounters:
     """The spec-decode counters in a Prometheus text page (`GET /metrics`), summed over engines."""
     totals = {"drafts": 0.0, "draft_tokens": 0.0, "accepted_tokens": 0.0}
     per_pos: dict[int, float] = {}
-    for line in text.splitlines():
-        if not line.startswith(METRIC_PREFIX):
-            continue
-        name, _, value = line.rpartition(" ")
-        metric = name.split("{")[0][len(METRIC_PREFIX):]
+    for name, labels, value in _samples(text, METRIC_PREFIX):
+        metric = name[len(METRIC_PREFIX):]
         if metric == "accepted_tokens_per_pos_total":
-            position = int(name.split('position="')[1].split('"')[0])
-            per_pos[position] = per_pos.get(position, 0.0) + float(value)
+            position = int(labels["position"])
+            per_pos[position] = per_pos.get(position, 0.0) + value
         elif metric.endswith("_total") and metric[:-len("_total")] in totals:
-            totals[metric[:-len("_total")]] += float(value)
+            totals[metric[:-len("_total")]] += value
     positions = tuple(int(per_pos[i]) for i in range(len(per_pos)))
     return SpecDecodeCounters(int(totals["drafts"]), int(totals["draft_tokens"]), int(totals["accepted_tokens"]),
                               positions)
@@ -114,8 +123,10 @@ KV_USAGE_METRIC = "vllm:kv_cache_usage_perc"
 
 def parse_kv_usage(text: str) -> float | None:
     """`vllm:kv_cache_usage_perc` (0-1) in a Prometheus text page, the largest over the server's engines."""
-    values = [float(line.rpartition(" ")[2]) for line in text.splitlines()
-              if line.startswith(KV_USAGE_METRIC) and line[len(KV_USAGE_METRIC):][:1] in ("{", " ")]
+    try:
+        values = [value for name, _, value in _samples(text, KV_USAGE_METRIC) if name == KV_USAGE_METRIC]
+    except ValueError:  # a garbled page: no figure, as when the server doesn't answer
+        return None
     return max(values) if values else None
 
 
@@ -167,7 +178,7 @@ class RemoteEngine:
                 pass
             if time.monotonic() - t0 > s.start_timeout_s:
                 raise EngineStartError(f"{self.role} server did not answer /health within {s.start_timeout_s:.0f} s")
-            await _sleep(1.0)
+            await asyncio.sleep(1.0)
         models = await self._get_json("/v1/models")
         served = (models.get("data") or [{}])[0]
         self.model, self.model_root = served.get("id"), served.get("root")
@@ -262,8 +273,10 @@ class RemoteEngine:
         """The server's counters (GET /metrics, blocking), at most 5 scrapes a second; the last ones read while
         the server doesn't answer. For the run's before and after, outside any stream."""
         text = self._metrics_page(0.2, self._sync.get)
-        if text is not None:
-            self._last_counters = parse_metrics(text)
+        try:
+            self._last_counters = parse_metrics(text) if text is not None else self._last_counters
+        except ValueError:  # a garbled page: the last counters stand, as when the server doesn't answer
+            pass
         return self._last_counters
 
     def live_counters(self) -> SpecDecodeCounters:
@@ -375,8 +388,3 @@ def _error_text(text: str, limit: int = 200) -> str:
         pass
     return " ".join(str(text).split())[:limit]
 
-
-async def _sleep(seconds: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(seconds)

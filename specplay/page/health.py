@@ -42,8 +42,9 @@ def add_health_route(app, manager) -> None:
 
 
 # What a container health check counts as alive: serving, or loading / reloading with retries left (a CPU
-# reload of the engine that died takes ~50 s on 2 cores). "error" (retries spent, or the first load failed)
-# and no answer are dead.
+# reload of the engine that died takes ~50 s on 2 cores). "error" (retries spent, the first load failed, or
+# a load past its deadline: the manager's LOAD_TIMEOUT_S, the warm-up's WARMUP_TIMEOUT_S) and no answer are
+# dead, so a load that hangs can't keep the container "loading" for good.
 ALIVE = ("ok", "loading", "recovering")
 
 

@@ -111,3 +111,38 @@ def test_the_bench_refuses_a_k_sweep_on_servers():
         BenchRun(Servers(), preset, settings, {"code": ["x"]}, Hardware(0, None, (0, 1)))
     BenchRun(Servers(), preset, BenchSettings(preset.name, workloads=("code",), n=1), {"code": ["x"]},
              Hardware(0, None, (0, 1)))  # the loaded k only: fine
+
+
+def test_the_metrics_page_is_read_by_prometheus_clients_parser():
+    """Two engines summed, TYPE and HELP lines (a HELP with braces and quotes), a label order of vLLM's own,
+    escaped label values; a garbled page raises instead of being half read."""
+    page = ("# HELP vllm:spec_decode_num_drafts Number of {spec} \"drafts\".\n"
+            "# TYPE vllm:spec_decode_num_drafts counter\n"
+            'vllm:spec_decode_num_drafts_total{engine="0",model_name="a \\"b\\""} 4.0\n'
+            'vllm:spec_decode_num_drafts_total{engine="1",model_name="a \\"b\\""} 2.0\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1",engine="0"} 3.0\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0",engine="0"} 5.0\n'
+            'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0",engine="1"} 1.0\n')
+    assert parse_metrics(page) == SpecDecodeCounters(6, 0, 0, (6, 3))
+    with pytest.raises(ValueError):
+        parse_metrics('vllm:spec_decode_num_drafts_total{engine="0" 4.0\n')
+
+
+def test_a_garbled_metrics_page_leaves_the_last_counters_standing():
+    import time
+
+    from specplay.engine.remote import RemoteEngine
+    from tests import fake_vllm_server
+
+    behaviour = fake_vllm_server.Behaviour(metrics_text=METRICS)
+    server, url = fake_vllm_server.start(behaviour)
+    engine = RemoteEngine(RemoteSettings(SPECULATIVE, url))
+    try:
+        assert engine.counters() == SpecDecodeCounters(4, 16, 10, (4, 3, 2, 1))
+        behaviour.metrics_text = "vllm:spec_decode_num_drafts_total{ 1\n"
+        time.sleep(0.25)  # past the 0.2 s the last page is reused for, so the garbled one is read
+        assert engine.counters() == SpecDecodeCounters(4, 16, 10, (4, 3, 2, 1))
+        assert [path for path, _ in behaviour.requests].count("/metrics") == 2
+    finally:
+        engine.shutdown()
+        fake_vllm_server.stop(server)
