@@ -64,6 +64,20 @@ def runs(pair, preset) -> bool:
     return all(getattr(pair.engines[role].settings, "engine_args", None) == mine[role].engine_args for role in mine)
 
 
+def start_failed(args, preset, exc: Exception) -> int:
+    """A pair that failed to start is a result too: one JSON object with the error under --json (scripts and
+    the bench record the failure instead of reading nothing), else one line on stderr; never a traceback."""
+    from specplay.engine.vllm_engine import EngineStartError
+
+    error = str(exc) if isinstance(exc, EngineStartError) else f"{type(exc).__name__}: {exc}"
+    if args.json:
+        print(json.dumps({"preset": preset.name, "method": preset.method,
+                          "num_speculative_tokens": preset.num_speculative_tokens, "started": False, "error": error}))
+    else:
+        print(f"compare: {preset.name} failed to start: {error}", file=sys.stderr)
+    return EXIT_RUN_ERROR
+
+
 def add_remote_arguments(parser) -> None:
     group = parser.add_argument_group("remote mode: two running `vllm serve` servers (docs/remote.md)")
     group.add_argument("--baseline-url", metavar="URL", help="the baseline server, e.g. http://127.0.0.1:8000")
@@ -132,7 +146,10 @@ class CompareCommand(CLISubcommand):
         pair = (remote_pair(args, preset) if args.baseline_url else open_pair(preset, log=log)) if own else pair
         try:
             if own:
-                pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
+                try:
+                    pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
+                except Exception as exc:  # vLLM refused the config, a model is missing, ...: a result too
+                    return start_failed(args, preset, exc)
             try:
                 comparison = stream.compare(pair, request, args.schedule,
                                             num_speculative_tokens=preset.num_speculative_tokens)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from specplay.presets.methods import facts_for
 from specplay.presets.models import LOCAL
 from specplay.presets.schema import Preset, PresetError
 from specplay.presets.validation import validate
@@ -33,7 +34,7 @@ def adhoc_preset(model: str, speculative_config: str | dict, dtype: str = "auto"
     data = {
         "name": ADHOC, "description": f"{model} with {spec.get('method', '?')} (k={spec.get('num_speculative_tokens', '?')}), "
                                       "from the command line",
-        "guide_section": "ad hoc", "device": "any", "gpus": 1,
+        "guide_section": "ad hoc", "device": "gpu" if facts_for(spec).gpu_only else "any", "gpus": 1,
         "notes": "Given on the command line (--model, --speculative-config), not a shipped preset.",
         "pays_off": {"cpu": "Not measured: an ad-hoc pair.", "gpu": "Not measured: an ad-hoc pair."},
         "target": {"model": ref, "dtype": dtype, "max_model_len": max_model_len,

@@ -45,6 +45,8 @@ def availability(preset: Preset, hardware: Hardware | None = None) -> Availabili
     if preset.vllm_problem:
         return Availability(False, preset.vllm_problem)
     if preset.device == "gpu" and hardware.gpu_count == 0:
+        if preset.facts.gpu_only:
+            return Availability(False, f"method {preset.method} runs on a GPU only; none here")
         return Availability(False, f"needs {preset.gpus} GPU(s); none here")
     if hardware.gpu_count and hardware.gpu_count < preset.gpus:
         return Availability(False, f"needs {preset.gpus} GPUs; {hardware.gpu_count} here")

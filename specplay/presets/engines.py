@@ -161,7 +161,7 @@ def cli_flags(engine_args: dict) -> list[str]:
 def serve_notes(preset: Preset, role: str, hardware: Hardware | None = None) -> list[str]:
     """What a reader of the serve line should know, one sentence each (shown as `# ...` comment lines)."""
     hardware = _serve_hardware(preset, hardware)
-    notes = []
+    notes = [f"the installed vLLM can't run this line: {preset.vllm_problem}"] if preset.vllm_problem else []
     refs = [preset.target.model] + ([preset.speculative_config["model"]]
                                     if role == SPECULATIVE and "model" in preset.speculative_config else [])
     for ref in dict.fromkeys(refs):

@@ -117,3 +117,51 @@ def test_compare_defaults_to_sequential_like_the_page_and_serve_cmd_speaks_hub_i
     assert cli.main(["serve-cmd", "--preset", "smollm2-layerskip-draft", "--json"]) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert notes[BASELINE] == [] and "no hub id" in notes[SPECULATIVE][0]
+
+
+# -- what compare says when the pair can't run or can't start ----------------------------------------------
+@pytest.mark.parametrize("spec, expected", [
+    ('{"method": "dflash", "num_speculative_tokens": 9}',
+     "field 'speculative_config.model': expected the draft model for method 'dflash'"),
+    ('{"method": "ngram_gpu", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}',
+     "adhoc can't run here: method ngram_gpu runs on a GPU only; none here"),
+    ('{"method": "lilicorr", "num_speculative_tokens": 4}',
+     "adhoc can't run here: needs a vLLM with speculative method 'lilicorr'; vLLM "),
+])
+def test_an_adhoc_method_this_machine_cant_run_says_what_is_missing_in_one_sentence(capsys, spec, expected):
+    """Not the schema's "got 'dflash'" (a list of 7 methods, before vLLM's own list was asked): what is
+    missing, in one line, exit 2, before any engine starts."""
+    from specplay.presets.capabilities import installed_facts
+
+    if "lilicorr" in spec and installed_facts() is None:
+        pytest.skip("without vLLM its methods can't be asked")
+    code = cli.main(["compare", "--json", "--model", "HuggingFaceTB/SmolLM2-135M-Instruct", "--speculative-config",
+                     spec])
+    err = capsys.readouterr()
+    assert code == 2 and err.out == "" and expected in err.err and "got 'dflash'" not in err.err
+    assert len(err.err.strip().splitlines()) == 1 and "Traceback" not in err.err
+
+
+def test_a_pair_that_fails_to_start_still_prints_one_json_object(tmp_path):
+    """On vLLM 0.34 the product's own preset failed to start (EngineStartError), exit 1, and --json printed
+    nothing: the bench and scripts read nothing. A real vLLM refusal here: a target whose architecture vLLM
+    doesn't have (refused while building the config, before any engine process)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("vllm")
+    model = tmp_path / "no-such-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["NoSuchForCausalLM"], "model_type": "llama",
+                                                   "hidden_size": 64, "num_hidden_layers": 1,
+                                                   "num_attention_heads": 1, "vocab_size": 64}))
+    spec = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'
+    done = subprocess.run([sys.executable, "-m", "specplay", "compare", "--json", "--model", str(model),
+                           "--load-format", "dummy", "--max-model-len", "256", "--speculative-config", spec],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    [line] = done.stdout.strip().splitlines()  # one JSON object, nothing else on stdout
+    failed = json.loads(line)
+    assert failed["started"] is False and failed["preset"] == "adhoc" and failed["method"] == "ngram"
+    assert "engine failed to start" in failed["error"] and "NoSuchForCausalLM" in failed["error"]
+    assert "Traceback" not in done.stderr
