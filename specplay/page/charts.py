@@ -108,20 +108,19 @@ def acceptance_figure(comparison: Comparison) -> go.Figure:
          "hovertemplate": "position %{x}: %{customdata} of " + str(drafts) + " drafts<extra></extra>"},
         _histogram_bars(acceptance_histogram(counters) if drafts else [], positions),
     ]
-    layout = _layout("", SINCE_SUBMIT, "accepted / drafted", "acceptance")
+    layout = _layout("", "seconds", "accepted / drafted", "acceptance")
     layout["margin"] = {"l": 50, "r": 10, "t": 30, "b": 40}
     layout["xaxis"]["domain"] = [0, 0.3]
     layout["yaxis"].update(range=[0, 1.12], tickformat=".0%")
-    for n, domain, title in ((2, [0.38, 0.66], "draft position"), (3, [0.74, 1], "drafts accepted in a step")):
+    for n, domain, title in ((2, [0.38, 0.66], "draft position"), (3, [0.74, 1], "accepted in a step")):
         layout[f"xaxis{n}"] = {**style.AXIS, **NEUTRAL_AXIS, "domain": domain, "anchor": f"y{n}", "type": "category",
                                "title": {"text": title}}
     layout["yaxis2"] = {**style.AXIS, **NEUTRAL_AXIS, "anchor": "x2", "range": [0, 1.12], "tickformat": ".0%"}
     layout["yaxis3"] = {**style.AXIS, **NEUTRAL_AXIS, "anchor": "x3", "rangemode": "tozero"}
     layout["annotations"] = [
         {"text": text, "x": x, "y": 1.0, "xref": "paper", "yref": "paper", "xanchor": "center",
-         "yanchor": "bottom", "showarrow": False, "font": {"size": 13}}
-        for text, x in (("acceptance rate so far", 0.15), ("accepted per position", 0.52),
-                        ("steps by accepted count", 0.87))]
+         "yanchor": "bottom", "showarrow": False, "font": {"size": 12}}
+        for text, x in (("rate so far", 0.15), ("per position", 0.52), ("steps by accepted", 0.87))]
     return _figure(data, layout)
 
 

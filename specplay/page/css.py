@@ -83,6 +83,7 @@ CSS = """
 .dark .status.loading { background: #451a03; color: #fde68a; }
 .dark .status.error, .dark .page-error { background: #450a0a; color: #fecaca; border-color: #b91c1c; }
 .page-error { padding: 8px 12px; border-radius: 6px; font-weight: 600; }
+#st-prev, #st-next { align-self: center; max-height: 42px; }
 .stepper { padding: 8px 12px; border: 1px solid var(--border-color-primary); border-radius: 8px;
   background: var(--block-background-fill); color: var(--body-text-color); font-size: 13.5px; }
 .stepper.idle { color: var(--body-text-color-subdued); }

@@ -159,10 +159,11 @@ def step_html(run: StepperRun | None, index) -> str:
 def stepper_panel(tab: Section) -> None:
     """The stepper's components (inside the caller's layout, under the panes)."""
     with gr.Accordion("Step through the verification steps", open=True, elem_id="stepper"):
-        with gr.Row():
-            tab.add("st_prev", gr.Button("◀", size="sm", min_width=40, elem_id="st-prev"))
-            tab.add("st_step", gr.Slider(1, 2, value=1, step=1, label="verification step", elem_id="st-step"))
-            tab.add("st_next", gr.Button("▶", size="sm", min_width=40, elem_id="st-next"))
+        with gr.Row(equal_height=True):
+            tab.add("st_prev", gr.Button("◀ step", size="sm", scale=0, min_width=80, elem_id="st-prev"))
+            tab.add("st_step", gr.Slider(1, 2, value=1, step=1, label="verification step", scale=4,
+                                         elem_id="st-step"))
+            tab.add("st_next", gr.Button("step ▶", size="sm", scale=0, min_width=80, elem_id="st-next"))
         tab.add("st_view", gr.HTML(IDLE, elem_id="stepper-view"))
     tab.add("st_run", gr.State(None))
 

@@ -130,7 +130,7 @@ def view_html(start: Start | None, p: dict | None) -> str:
 
 def whatif_panel(tab: Section) -> None:
     """The sliders and the prediction (inside the caller's layout, under the factors)."""
-    with gr.Accordion("What if: acceptance, k and the draft's cost in the standard model", open=True,
+    with gr.Accordion("What if: acceptance, k and the draft's cost in the standard model", open=False,
                       elem_id="whatif"):
         with gr.Row():
             tab.add("wi_alpha", gr.Slider(0.0, 1.0, value=0.5, step=0.01, label="acceptance α", elem_id="wi-alpha"))
