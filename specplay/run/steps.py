@@ -215,7 +215,7 @@ def acceptance_histogram(counters) -> list[int]:
     accepted exactly j drafted tokens, j = 0..k. Position i was accepted by the steps with j > i, so
     histogram[j] = per_position[j-1] − per_position[j] (per_position[-1] = drafts, per_position[k] = 0)."""
     per_pos = list(counters.accepted_per_position)
-    if not counters.num_drafts and not per_pos:
-        return []
+    if not per_pos or sum(per_pos) != counters.num_accepted_tokens:
+        return []  # no per-position counts (or ones that don't add up): the histogram isn't known
     above = [counters.num_drafts, *per_pos, 0]
     return [above[j] - above[j + 1] for j in range(len(per_pos) + 1)]

@@ -95,6 +95,7 @@ def test_the_acceptance_histogram_is_vllms():
     counters = SpecDecodeCounters.from_histogram(histogram, 21)
     assert acceptance_histogram(counters) == histogram
     assert acceptance_histogram(SpecDecodeCounters()) == []
+    assert acceptance_histogram(SpecDecodeCounters(60, 240, 3)) == []  # no per-position counts: unknown
 
 
 def test_compare_json_carries_the_steps_and_the_histogram():
