@@ -9,6 +9,7 @@ operator names (`forwarded_env`), and then takes the rightmost hop that isn't on
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ipaddress
 import json
 
@@ -151,6 +152,72 @@ def _stop_unread(queue, event, messages) -> None:
         for other in job or ():
             if other.session_hash == event.session_hash:
                 other.alive = False  # Gradio's own mark for a client gone: the run's generator is closed
+def stateless(fn):
+    """Mark an unqueued handler that keeps nothing per session (the status poll): see `StatelessPolls`."""
+    fn.playground_stateless = True
+    return fn
+
+
+class StatelessPolls:
+    """ASGI: Gradio makes (or revives) a session's state, a copy of the page's config, for every call that
+    names a session, in a least-recently-used store of `session_capacity`: with more tabs open than that,
+    each 1 Hz status poll evicted another tab's session (its history, its replay). A call of a `stateless`
+    handler for a session Gradio doesn't keep gets one blank state, shared and never stored (so such a
+    handler may hold no gr.State: checked at the first scope)."""
+
+    polling = contextvars.ContextVar("playground_polling", default=False)
+
+    def __init__(self, app, page):
+        self.app, self.page, self.indices = app, page, None
+
+    async def __call__(self, scope, receive, send):
+        if self.indices is None:
+            self.indices = _blank_for_polls(self.page, self.polling)
+        if scope["type"] != "http" or not scope.get("path", "").endswith("/run/predict"):
+            return await self.app(scope, receive, send)
+        body, more = b"", True
+        while more:  # an unqueued call's body: small (GuardMiddleware caps it before this)
+            message = await receive()
+            body += message.get("body", b"")
+            more = message.get("more_body", False) and message["type"] == "http.request"
+        try:
+            self.polling.set(json.loads(body or b"{}").get("fn_index") in self.indices)
+        except (ValueError, AttributeError):
+            pass  # not ours to judge: Gradio answers it
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await self.app(scope, replay, send)
+
+
+def _blank_for_polls(page, polling) -> set:
+    from gradio.state_holder import SessionState, StateHolder
+
+    indices = {i for i, fn in page.fns.items() if getattr(fn.fn, "playground_stateless", False)}
+    for i in indices:
+        if any(type(b).__name__ == "State" for b in [*page.fns[i].inputs, *page.fns[i].outputs]):
+            raise ValueError(f"a stateless handler can't keep a session's state: {page.fns[i].api_name}")
+
+    class Holder(StateHolder):
+        blank = None
+
+        def __getitem__(self, session_id):
+            if polling.get() and session_id not in self.session_data:
+                if Holder.blank is None:
+                    Holder.blank = SessionState(self.blocks)
+                return Holder.blank
+            return super().__getitem__(session_id)
+
+    page.state_holder.__class__ = Holder
+    return indices
+
+
 class GuardMiddleware:
     """ASGI: refuse uploads (403) and bodies over `limit` bytes (413), by Content-Length or while streaming."""
 

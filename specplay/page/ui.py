@@ -20,7 +20,8 @@ from specplay.page.css import ESC_STOPS_JS
 from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
 from specplay.page.files import page_folder
-from specplay.page.guard import LOOPBACK, GuardMiddleware, bound_unread, forwarded_env, limit_pending
+from specplay.page.guard import (LOOPBACK, GuardMiddleware, bound_unread, forwarded_env, limit_pending,
+                                 StatelessPolls, stateless)
 from specplay.page.lesson_tab import lesson_tab, wire_lesson
 from specplay.page.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
@@ -109,12 +110,15 @@ def _preset_info(preset: Preset, manager: PairManager) -> str:
 
 def _wire_status(demo: gr.Blocks, header: Section, compare: Section, manager: PairManager) -> None:
     """Status polling: the loading state in the header, and the compare tab's preset-dependent parts."""
-    poll_key = gr.State(None)
+    # the last status drawn is held by the browser (a hidden Textbox, not a gr.State): a poll reads no session
+    poll_key = gr.Textbox(visible=False, elem_id="poll-key")
 
+    @stateless
     def poll(last_key):
         status = manager.status()
-        if status.key == last_key:
-            return {poll_key: last_key}  # nothing changed: redraw nothing
+        key = repr(status.key)
+        if key == last_key:
+            return {poll_key: gr.skip()}  # nothing changed: redraw nothing
         preset = manager.presets[status.preset]
         tab_values = status_update(manager, status, preset)
         for name in ("serve_b", "serve_s"):
@@ -124,7 +128,7 @@ def _wire_status(demo: gr.Blocks, header: Section, compare: Section, manager: Pa
                                         status.elapsed_s, manager.hardware.describe()),
             "preset": gr.update(value=status.preset),
             "preset_info": _preset_info(preset, manager),
-        }), **compare.out(tab_values), poll_key: status.key}
+        }), **compare.out(tab_values), poll_key: key}
 
     outputs = header.list(HEADER_OUTPUTS) + compare.list(STATUS_OUTPUTS) + [poll_key]
     for trigger in (gr.Timer(1.0).tick, demo.load):  # not queued: a full queue must not stop the status
@@ -179,7 +183,8 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     app_kwargs = dict(app_kwargs or {})
     # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware),
-                                Middleware(LoopMarker, page=demo)]  # closing.close() needs the loop
+                                Middleware(LoopMarker, page=demo),  # closing.close() needs the loop
+                                Middleware(StatelessPolls, page=demo)]  # a status poll makes no session
     # uvicorn reads which proxies' X-Forwarded-For it believes when Gradio makes its server, inside launch()
     before = os.environ.get(FORWARDED_ALLOW_IPS)
     os.environ[FORWARDED_ALLOW_IPS] = forwarded_env(settings.trusted_proxies)

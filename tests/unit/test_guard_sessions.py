@@ -1,0 +1,69 @@
+"""More tabs than the page keeps sessions for (issue 32, 5): the 1 Hz status poll made (or revived) its tab's
+session in Gradio's least-recently-used store on every tick, so with more tabs open than `session_capacity`
+each poll evicted another visitor's session: its history and its replay. A real Gradio page on a FakePair;
+the polls are the page's own unqueued calls over HTTP, from more sessions than it keeps."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+
+from tests.public_page_fixtures import _manager
+from tests.ui_fixtures import FakePair, synthetic_events
+
+CAPACITY = 3
+
+
+def _run(url, index, session) -> list:
+    """One run of `session`, read to its end: the last message's outputs."""
+    body = {"data": ["hello", 3, 0.0, "sequential", None], "fn_index": index, "session_hash": session,
+            "event_data": None, "trigger_id": None}
+    assert httpx.post(f"{url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    with httpx.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session},
+                      timeout=120) as stream:
+        for line in stream.iter_lines():
+            message = json.loads(line[6:]) if line.startswith("data: ") else {}
+            if message.get("msg") == "process_completed":
+                assert message["success"], message
+                return message["output"]["data"]
+    raise AssertionError("the run never completed")
+
+
+def test_polls_from_more_tabs_than_the_page_keeps_evict_no_visitors_session(tmp_path, monkeypatch):
+    from specplay.page import closing, ui
+    from specplay.page.settings import PageSettings
+    from tests.ui_fixtures import free_port
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    events = synthetic_events([1, 2, 3], [[1], [2, 3]])
+    manager = _manager(lambda p, hw, log=print: FakePair(lambda r: events, p))
+    demo = ui.build_page(manager, PageSettings(session_capacity=CAPACITY))
+    ui.launch(demo, "127.0.0.1", free_port(), block=False, session_capacity=CAPACITY)
+    try:
+        url = demo.local_url.rstrip("/")
+        run = next(i for i, fn in demo.fns.items() if fn.api_name == "run")
+        poll = next(i for i, fn in demo.fns.items() if getattr(fn.fn, "__name__", "") == "poll")
+        outputs = demo.fns[run].outputs
+        rows = next(i for i, block in enumerate(outputs) if getattr(block, "elem_id", None) == "history")
+
+        first = _run(url, run, "alice")
+        assert len(first[rows]["data"]) == 1
+        for tick in range(3):  # three seconds of polling from 4 × the tabs the page keeps sessions for
+            for tab in range(4 * CAPACITY):
+                answer = httpx.post(f"{url}/gradio_api/run/predict", timeout=300, json={  # the first imports torch
+                    "data": [None], "fn_index": poll, "session_hash": f"tab-{tab}", "event_data": None,
+                    "trigger_id": None})
+                assert answer.status_code == 200, answer.text
+                drawn = answer.json()["data"]
+                if tick == 0:  # a first poll draws the status, and hands the browser the key of what it drew
+                    assert "Ready" in json.dumps(drawn), answer.text
+                    key = drawn[-1]
+        again = httpx.post(f"{url}/gradio_api/run/predict", timeout=30, json={
+            "data": [key], "fn_index": poll, "session_hash": "tab-0", "event_data": None, "trigger_id": None})
+        assert "Ready" not in json.dumps(again.json()["data"]), again.text  # nothing changed: nothing redrawn
+        second = _run(url, run, "alice")  # her session survived: her history goes on
+        assert [row[0] for row in second[rows]["data"]] == [1, 2], second[rows]
+    finally:
+        closing.close(demo)
+        manager.shutdown()
