@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import ipaddress
 import json
+import re
 
 BODY_LIMIT_BYTES = 1 << 20  # 1 MiB: a 20,000-character prompt in JSON is well under it
 GRACE_CHECKS, GRACE_STEP_S = 5, 0.1  # a conflict is looked at again for half a second before refusing
@@ -218,8 +219,12 @@ def _blank_for_polls(page, polling) -> set:
     return indices
 
 
+_SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*:", re.I)  # what starts a URL (http:, https:, ...)
+
+
 class GuardMiddleware:
-    """ASGI: refuse uploads (403) and bodies over `limit` bytes (413), by Content-Length or while streaming."""
+    """ASGI: refuse uploads (403), `file=` links that are URLs (403: Gradio would fetch any public URL for
+    anyone and stream it back), and bodies over `limit` bytes (413), by Content-Length or while streaming."""
 
     def __init__(self, app, limit: int = BODY_LIMIT_BYTES):
         self.app, self.limit = app, limit
@@ -230,6 +235,9 @@ class GuardMiddleware:
         path = scope.get("path", "").rstrip("/")
         if path.endswith("/upload") or path == "upload":
             return await _refuse(send, 403, "uploads are turned off on this page")
+        served = path.partition("/file=")[2]
+        if served and (_SCHEME.match(served) or served.startswith("//")):
+            return await _refuse(send, 403, "this page serves its own files only, not URLs")
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.limit):
             return await _refuse(send, 413, f"request body over {self.limit} bytes")

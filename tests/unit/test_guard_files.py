@@ -1,0 +1,57 @@
+"""What the page serves under /gradio_api/file= (issue 32, 6 and 8): its own history and run files, and no
+URL (Gradio fetches any public URL for whoever asks and streams it back). A real Gradio page on a FakePair."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+from tests.public_page_fixtures import _manager
+from tests.ui_fixtures import FakePair, synthetic_events
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch):
+    from specplay.page import closing, ui
+    from tests.ui_fixtures import free_port
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    events = synthetic_events([1, 2, 3], [[1], [2, 3]])
+    manager = _manager(lambda p, hw, log=print: FakePair(lambda r: events, p))
+    demo = ui.build_page(manager)
+    ui.launch(demo, "127.0.0.1", free_port(), block=False)
+    try:
+        yield SimpleNamespace(demo=demo, url=demo.local_url.rstrip("/"), folder=tmp_path / "page",
+                              run=next(i for i, fn in demo.fns.items() if fn.api_name == "run"))
+    finally:
+        closing.close(demo)
+        manager.shutdown()
+
+
+def run_once(page, session) -> dict:
+    """One run of `session`, read to its end: its outputs by elem_id."""
+    body = {"data": ["hello", 3, 0.0, "sequential", None], "fn_index": page.run, "session_hash": session,
+            "event_data": None, "trigger_id": None}
+    assert httpx.post(f"{page.url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    with httpx.stream("GET", f"{page.url}/gradio_api/queue/data", params={"session_hash": session},
+                      timeout=120) as stream:
+        for line in stream.iter_lines():
+            message = json.loads(line[6:]) if line.startswith("data: ") else {}
+            if message.get("msg") == "process_completed":
+                outputs = page.demo.fns[page.run].outputs
+                return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}
+    raise AssertionError("the run never completed")
+
+
+@pytest.mark.parametrize("url", ["https://1.1.1.1/", "http://example.com/a.csv", "HTTPS://1.1.1.1/x",
+                                 "//example.com/x"])
+def test_file_links_that_are_urls_are_refused_and_the_pages_own_files_served(page, url):
+    out = run_once(page, "s1")
+    for name in ("history-csv", "result-json"):
+        served = httpx.get(out[name]["url"], timeout=30)
+        assert served.status_code == 200 and served.content, (name, served.status_code)
+    refused = httpx.get(f"{page.url}/gradio_api/file={url}", timeout=30)
+    assert refused.status_code == 403 and "not URLs" in refused.json()["detail"], (refused.status_code, refused.text)
