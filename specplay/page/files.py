@@ -4,6 +4,7 @@ their cleaning: a file or folder older than the operator's max age goes. No Grad
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -33,6 +34,47 @@ def clean_old(folder, max_age_s: float, now: float | None = None) -> int:
         except OSError:
             pass  # gone already (another session cleaned it), or not ours to delete
     return gone
+
+
+CLEAN_EVERY_S = 600.0  # the page's folders are swept this often, as well as at start and after each run
+_watched: dict[str, float] = {}  # folder -> max age (s): one sweeper thread for every page of the process
+_sweeps = threading.Condition()
+_state = {"count": 0, "thread": None}
+
+
+def keep_clean(folder, max_age_s: float) -> None:
+    """Age `folder`'s entries out now and every CLEAN_EVERY_S from now on, not only when a run finishes (a
+    page nobody runs on kept last week's history files)."""
+    clean_old(folder, max_age_s)
+    with _sweeps:
+        _watched[str(folder)] = max_age_s
+        if _state["thread"] is None:
+            _state["thread"] = threading.Thread(target=_sweep_forever, name="page-files-sweeper", daemon=True)
+            _state["thread"].start()
+        _sweeps.notify_all()  # a sweeper asleep on an older interval looks again
+
+
+def sweeps_done() -> int:
+    """How many timed sweeps have finished (a test waits for the next one)."""
+    with _sweeps:
+        return _state["count"]
+
+
+def wait_for_sweep(after: int, timeout_s: float = 60.0) -> bool:
+    with _sweeps:
+        return _sweeps.wait_for(lambda: _state["count"] > after, timeout_s)
+
+
+def _sweep_forever() -> None:
+    while True:
+        with _sweeps:
+            _sweeps.wait(CLEAN_EVERY_S)
+            watched = dict(_watched)
+        for folder, max_age_s in watched.items():
+            clean_old(folder, max_age_s)
+        with _sweeps:
+            _state["count"] += 1
+            _sweeps.notify_all()
 
 
 def drop_served_copies(served_dir, names) -> int:

@@ -40,12 +40,18 @@ MESSAGE_MAX_CHARS = 400  # a load failure in the status line: vLLM's can run to 
 _POINTER = re.compile(r"\s*See (?:the )?stack trace[^.]*\.?", re.I)
 
 
+def scrub_paths(text: str) -> str:
+    """`text` with each absolute server path made "…" (an ad-hoc --model /abs/path in the preset's
+    description); line breaks kept."""
+    return _PATH.sub("…", text)
+
+
 def scrub(message: str, limit: int | None = None) -> str:
     """A message safe to show a visitor: no server paths, no stack trace or pointer to one, one paragraph;
     at most `limit` characters."""
     message = str(message).split("Traceback (most recent call last)")[0]
     message = _POINTER.sub("", message)
     message = " ".join(line.strip() for line in message.splitlines() if line.strip())
-    message = _PATH.sub("…", message)
+    message = scrub_paths(message)
     message = _PID.sub(r"\1\2…", message)
     return message if limit is None or len(message) <= limit else message[:limit - 1] + "…"

@@ -19,13 +19,13 @@ from specplay.page.closing import LoopMarker
 from specplay.page.css import ESC_STOPS_JS
 from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
-from specplay.page.files import page_folder
+from specplay.page.files import keep_clean, page_folder
 from specplay.page.guard import (LOOPBACK, GuardMiddleware, bound_unread, forwarded_env, limit_pending,
                                  StatelessPolls, stateless)
 from specplay.page.lesson_tab import lesson_tab, wire_lesson
 from specplay.page.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
-from specplay.page.settings import PageSettings, scrub
+from specplay.page.settings import PageSettings, scrub, scrub_paths
 from specplay.presets.catalog import Preset, availability, dtype_for, where_it_pays
 
 HEADER_OUTPUTS = ("status", "preset", "preset_info")
@@ -43,6 +43,8 @@ def build_page(manager: PairManager, settings: PageSettings | None = None, lesso
         lesson = load_lesson(default_lesson_path(manager.hardware.device))
     # one folder each, reused by every start, inside the project's cache; files older than an hour go
     history_dir, bench_dir = str(page_folder("history", PAGE_DIR)), page_folder("bench", PAGE_DIR)
+    for folder in (history_dir, bench_dir):  # aged out at start and on a timer, not only after a run
+        keep_clean(folder, settings.files_max_age_s)
     # delete_cache: every history CSV served is copied into Gradio's cache; files older than an hour go
     with gr.Blocks(title="Speculative decoding playground", delete_cache=(600, 3600)) as demo:
         header = _header(manager, list(manager.presets) if settings.allow_switching else [manager.preset.name])
@@ -104,8 +106,9 @@ def _preset_info(preset: Preset, manager: PairManager) -> str:
     notes = f"\n\n{preset.notes}" if preset.notes else ""
     pays = where_it_pays(preset, device)
     pays = f"\n\n**Where it pays on this {device.upper()}:** {pays}" if pays else ""
-    return (f"**{preset.name}**: {preset.description} · guide: *{preset.guide_section}* · "
-            f"{dtype_for(preset, device)} · {availability(preset, manager.hardware).reason}{pays}{notes}")
+    # scrubbed: an ad-hoc pair's description is the operator's --model, maybe a path on this server
+    return scrub_paths(f"**{preset.name}**: {preset.description} · guide: *{preset.guide_section}* · "
+                       f"{dtype_for(preset, device)} · {availability(preset, manager.hardware).reason}{pays}{notes}")
 
 
 def _wire_status(demo: gr.Blocks, header: Section, compare: Section, manager: PairManager) -> None:
