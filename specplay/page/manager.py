@@ -100,7 +100,7 @@ class PairManager:
         self._load_seconds: float | None = None
         self._generation = 0  # bumps on each load, so a stale loader thread can't overwrite a newer one
         self._load_timeout_s = load_timeout_s
-        self._load_deadline: float | None = None  # while a load runs: when it is taken for hung
+        self._loading = False  # a load runs (its thread hasn't ended it): its deadline timer may fail it
         # recovery: a reload after an engine died is retried after each delay, then `on_give_up` (the server
         # exits non-zero, for its supervisor to restart it)
         self._retry_delays, self._on_give_up = tuple(retry_delays), on_give_up
@@ -155,7 +155,7 @@ class PairManager:
                 generation = self._generation
                 self._state, self._preset, self._message, self._progress = "loading", name, "starting", 0.0
                 self._started_at, self._load_seconds = time.monotonic(), None
-                self._load_deadline = self._started_at + self._load_timeout_s
+                self._loading = True
         finally:
             self.run_lock.release()
         timer = threading.Timer(self._load_timeout_s, self._expire, args=(name, generation))
@@ -200,7 +200,7 @@ class PairManager:
                 current = generation == self._generation
                 if current:
                     self._state, self._message = "error", error_message(exc)
-                    self._load_deadline = None
+                    self._loading = False
             self._log(f"preset {name} failed to load: {exc}")
             if current and self._recovering:
                 self._retry(name, generation)
@@ -214,7 +214,7 @@ class PairManager:
                 self._state, self._message, self._progress = "ready", "ready", 1.0
                 self._load_seconds = time.monotonic() - self._started_at
                 self._recovering, self._attempt = False, 0
-                self._load_deadline = None
+                self._loading = False
         if stale:
             sampler.stop()
             pair.shutdown()
@@ -223,12 +223,11 @@ class PairManager:
         """The load's deadline passed: if it is still loading, it failed (an engine core hung while starting or
         warming up). Its thread is left behind: should it ever return, its pair is stale and shut down."""
         with self._lock:
-            deadline = self._load_deadline
-            if generation != self._generation or deadline is None or time.monotonic() < deadline:
+            if generation != self._generation or not self._loading:  # ended, or superseded
                 return
             self._generation += 1
             generation = self._generation
-            self._state, self._load_deadline = "error", None
+            self._state, self._loading = "error", False
             self._message = (f"The engines did not become ready within {self._load_timeout_s:g} s (an engine "
                              "stopped answering while loading); load the preset again to retry.")
             recovering = self._recovering
