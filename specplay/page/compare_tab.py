@@ -10,6 +10,7 @@ import gradio as gr
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.page import views
 from specplay.page.charts import history_table
+from specplay.page.files import hide_session_files
 from specplay.page.compare_run import RunPlace, replay_run, run_comparison
 from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
                                   TOKEN_EXAMPLES, max_tokens_limit, token_examples, workload_examples)
@@ -139,8 +140,9 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     wire_stepper(tab, place.manager)
 
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
-        for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history,
-                                     session_id(request)):
+        session = session_id(request)
+        for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history, session):
+            values = hide_session_files(values, session, place.served_dir)  # a name nothing shown gives away
             yield tab.out({**values, **exports(values)})
 
     def replay(live):

@@ -3,6 +3,9 @@ their cleaning: a file or folder older than the operator's max age goes. No Grad
 
 from __future__ import annotations
 
+import hmac
+import os
+import secrets
 import shutil
 import threading
 import time
@@ -34,6 +37,23 @@ def clean_old(folder, max_age_s: float, now: float | None = None) -> int:
         except OSError:
             pass  # gone already (another session cleaned it), or not ours to delete
     return gone
+
+
+_SECRET = secrets.token_bytes(32)  # this process's: a session's file name can't be worked out from anything shown
+
+
+def hide_session_files(values: dict, session: str, served_dir=None) -> dict:
+    """A run's outputs with its history CSV moved to a name keyed by this process's secret: written under
+    the session's stem, which the run's JSON shows as `request.cache_salt`, anyone who saw that JSON could
+    fetch the session's file. The run JSON (`live_run.exports`) is named after the CSV, so it follows."""
+    path = values.get("history_file")
+    if not path:
+        return values
+    token = hmac.new(_SECRET, session.encode(), "sha256").hexdigest()[:32]
+    target = Path(path).with_name(f"history-{token}.csv")
+    drop_served_copies(served_dir, (target.name, f"run-{token}.json"))  # the last run's, linked no more
+    os.replace(path, target)
+    return {**values, "history_file": str(target)}
 
 
 CLEAN_EVERY_S = 600.0  # the page's folders are swept this often, as well as at start and after each run

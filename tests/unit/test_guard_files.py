@@ -55,3 +55,21 @@ def test_file_links_that_are_urls_are_refused_and_the_pages_own_files_served(pag
         assert served.status_code == 200 and served.content, (name, served.status_code)
     refused = httpx.get(f"{page.url}/gradio_api/file={url}", timeout=30)
     assert refused.status_code == 403 and "not URLs" in refused.json()["detail"], (refused.status_code, refused.text)
+
+
+def test_a_sessions_files_are_served_under_a_name_nothing_shown_gives_away(page):
+    """The files were named after the session's stem, which is also its prefix-cache salt (the run JSON
+    showed it as request.cache_salt): whoever saw it could fetch that session's latest history."""
+    from specplay.page.session import session_stem
+
+    out = run_once(page, "s1")
+    stem = session_stem("s1")
+    csv, run_json = out["history-csv"]["url"], out["result-json"]["url"]
+    assert stem not in csv and stem not in run_json and stem not in json.dumps(out["result"]), (csv, run_json)
+    assert httpx.get(csv, timeout=30).status_code == 200 and httpx.get(run_json, timeout=30).status_code == 200
+    folder = page.folder / "history"  # where the page keeps them, servable (Gradio's allowed_paths)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(u.rsplit("/", 1)[1] for u in (csv, run_json))
+    for guessed in (f"history-{stem}.csv", f"run-{stem}.json"):
+        assert httpx.get(f"{page.url}/gradio_api/file={folder}/{guessed}", timeout=30).status_code != 200
+    again = run_once(page, "s1")  # the same session's next run: the same (private) name, overwritten
+    assert again["history-csv"]["url"].rsplit("/", 1)[1] == csv.rsplit("/", 1)[1]
