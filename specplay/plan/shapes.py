@@ -256,7 +256,8 @@ def count_parameters(config: dict) -> ParamCount:
 
 
 def count_eagle_head(config: dict, method: str, target_config: dict) -> tuple[ParamCount, str]:
-    """What vLLM loads for an EAGLE head, and what it shares with the target (not counted here).
+    """What vLLM loads for an EAGLE head (or a DFlash / DSpark draft: count_block_draft), and what it shares
+    with the target (not counted here).
 
     EAGLE-1 (vllm/model_executor/models/llama_eagle.py): num_hidden_layers Llama decoder layers, the first
     without its input RMSNorm, and an fc of 2*hidden -> hidden (no bias) over [token embedding, target
@@ -288,7 +289,34 @@ def count_eagle_head(config: dict, method: str, target_config: dict) -> tuple[Pa
         return (ParamCount(embedding=embedding, linear=linear, norm=norm, lm_head=draft_vocab * s["hidden"],
                            extra_bytes=8 * draft_vocab),
                 shared + f"; own LM head over {draft_vocab:,} draft tokens")
+    if method in ("dflash", "dspark"):
+        return count_block_draft(config, method, target_config)
     raise ValueError(f"not an EAGLE method: {method!r}")
+
+
+def count_block_draft(config: dict, method: str, target_config: dict) -> tuple[ParamCount, str]:
+    """What vLLM loads for a DFlash or DSpark draft (vllm/model_executor/models/qwen3_dflash.py, qwen3_dspark.py):
+    num_hidden_layers Qwen3 decoder layers (with per-head q and k norms), an fc from the target's hidden
+    states at its target layers (len(target_layer_ids) x the target's hidden size -> hidden), a hidden norm
+    and a final norm. The token embedding and the LM head are the target's where the shapes match (the public
+    checkpoints carry neither: z-lab's Llama-3.1-8B draft is 1.95 GiB, its five layers and fc). DSpark adds a
+    low-rank Markov head (vocab x rank, rank x draft vocab) and a small confidence head."""
+    s, t = _shape(config), _shape(target_config)
+    shares = (s["vocab"], s["hidden"]) == (t["vocab"], t["hidden"])
+    ids = (config.get("dflash_config") or {}).get("target_layer_ids") or config.get("target_layer_ids")
+    taps = len(ids) if ids else s["layers"]
+    target_hidden = config.get("target_hidden_size") or t["hidden"]
+    linear = s["layers"] * _layer_linear(s) + taps * target_hidden * s["hidden"]
+    norm = (2 * s["layers"] + 2) * s["hidden"] + 2 * s["layers"] * s["head_dim"]
+    note = "token embedding and LM head shared with the target" if shares else "own token embedding and LM head"
+    if method == "dspark":
+        rank = int(config.get("markov_rank") or 0)
+        linear += rank * (s["vocab"] + (config.get("draft_vocab_size") or s["vocab"]))
+        if config.get("enable_confidence_head"):
+            linear += s["hidden"] + (rank if config.get("confidence_head_with_markov") else 0) + 1
+        note += f"; a rank-{rank} Markov head"
+    own = 0 if shares else s["vocab"] * s["hidden"]
+    return ParamCount(embedding=own, linear=linear, norm=norm, lm_head=own), note
 
 
 def mtp_layers(config: dict) -> int:

@@ -24,7 +24,9 @@ V2_GRAPHED, V2_UNGRAPHED, V2_UNSUPPORTED = "CUDA graphs", "no CUDA graphs", "not
 class MethodFacts:
     kind: str
     method: str  # vLLM's `method`
-    draft: str  # "model" (a draft model), "head" (EAGLE head), "inside" (MTP layers in the target), "none", "?"
+    # "model" (a draft model of its own), "head" (a drafter on the target's hidden states sharing its embedding and
+    # LM head: EAGLE, DFlash, DSpark), "inside" (MTP layers in the target), "none", "?" (not known)
+    draft: str
     plan_label: str | None  # what the memory plan calls the extra model; None when there is none
     step_cost: str  # one of VERIFY_ONLY, ONE_DRAFT_PASS, K_DRAFT_PASSES, K_HEAD_PASSES, UNKNOWN_COST
     v2: str | None  # how Model Runner V2 runs it (vLLM 0.32); None where not established
@@ -78,10 +80,10 @@ METHOD_FACTS = {f.kind: f for f in (
     MethodFacts("mtp", "mtp", "inside", "MTP layers", K_HEAD_PASSES, None,
                 "the model's own MTP layers are what they are; a smaller k (fewer passes of one MTP layer) would help",
                 target_hidden_states=True),
-    MethodFacts("dflash", "dflash", "model", "DFlash draft", ONE_DRAFT_PASS, None,
+    MethodFacts("dflash", "dflash", "head", "DFlash draft", ONE_DRAFT_PASS, None,
                 "a DFlash draft trained for this target would help; a larger k costs little, since one pass drafts "
                 "the whole block", target_hidden_states=True),
-    MethodFacts("dspark", "dspark", "model", "DSpark draft", ONE_DRAFT_PASS, None,
+    MethodFacts("dspark", "dspark", "head", "DSpark draft", ONE_DRAFT_PASS, None,
                 "a DSpark draft trained for this target would help (k is its trained block size; "
                 "enable_adaptive_verification verifies fewer of a weak block's tokens)",
                 target_hidden_states=True),

@@ -78,6 +78,17 @@ def test_a_pard_draft_is_planned_like_a_draft_model():
     assert draft.kind == "PARD draft" and draft.params == 1_235_814_400 and p.fits
 
 
+def test_a_dflash_draft_shares_the_targets_embedding_and_lm_head():
+    """z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat is 1.95 GiB: its five layers and the fc over five target
+    layers, no embedding or LM head of its own (vLLM uses the target's). The bundled shape plans to that."""
+    p = mp.plan(load_presets()["dummy-llama8b-dflash"], GPU1, H200)
+    draft = p.engine(SPECULATIVE).parts[1]
+    assert draft.kind == "DFlash draft" and "shared with the target" in draft.note and p.fits
+    assert draft.weight_bytes / 2**30 == pytest.approx(1.95, abs=0.01)
+    dspark = mp.plan(load_presets()["dummy-qwen3-8b-dspark"], GPU1, H200).engine(SPECULATIVE).parts[1]
+    assert dspark.kind == "DSpark draft" and "rank-256 Markov head" in dspark.note
+
+
 def test_mtp_layers_are_inside_the_target():
     p = mp.plan(load_presets()["dummy-mimo7b-mtp-k1"], GPU1, H200)
     base, spec = p.engine(BASELINE), p.engine(SPECULATIVE)
