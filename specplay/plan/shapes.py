@@ -29,6 +29,9 @@ SHAPE_STAND_INS = {
     "amd/PARD-Llama-3.2-1B": "llama-3.2-1b-pard-shaped",
     "yuhuili/EAGLE-LLaMA3-Instruct-8B": "eagle-llama3-8b-head",
     "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": "eagle3-llama3.1-8b-head",
+    "z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat": "dflash-llama3.1-8b-draft",
+    "Qwen/Qwen3-8B": "qwen3-8b-shaped",
+    "deepseek-ai/dspark_qwen3_8b_block7": "dspark-qwen3-8b-draft",  # layer sizes assumed (its _comment)
 }
 
 
