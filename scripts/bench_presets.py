@@ -166,7 +166,7 @@ def main() -> int:
             baseline, speculative = engine_settings(preset, hardware)
             if pair is not None and pair_baseline == baseline:
                 before = device_used_gib()
-                pair.swap_speculative(speculative, preset=preset)
+                pair.swap_speculative(speculative, tag=preset)
             else:
                 if pair is not None:
                     pair.shutdown()
