@@ -13,7 +13,7 @@ import pytest
 from tests.public_page_fixtures import _manager
 from tests.ui_fixtures import FakePair, synthetic_events
 
-LONG = 600  # tokens a side in a "long" run: its unread frames came to several MB before the fix
+LONG = 1000  # tokens a side in a "long" run: its unread frames came to several MB before the fix
 
 
 def _events_for(request):
