@@ -107,7 +107,7 @@ def _kept(relative: str, kind: str, keys: tuple[str, ...], ask: Callable[[], dic
 
 # What a kept answer must hold to be used (an answer kept by an older playground lacks new keys: asked again).
 FACT_KEYS = ("version", "methods", "fields", "has_v1_runner", "has_v2_runner", "suffix_needs_arctic",
-             "parallel_drafting_methods", "rejection_sample_methods", "custom_methods")
+             "parallel_drafting_methods", "rejection_sample_methods", "custom_methods", "speculators")
 
 
 @lru_cache(maxsize=1)

@@ -13,6 +13,9 @@ wheel). Every answer comes from vLLM's own definitions, never from a version num
   suffix_needs_arctic   the suffix proposer (or its config check) imports arctic_inference
   draft_graphs_on_v2    V2's draft-model speculator captures CUDA graphs (a SpeculatorCudaGraphManager)
   has_custom_methods    vLLM has `registered_speculative_methods` (plugins may add methods at run time)
+  speculators        per built-in method, what vLLM's own SpeculatorConfig says of it (0.34 and later; {} before):
+                     draft_checkpoint (a DraftModelSpeculatorConfig: speculative_config names a model),
+                     parallel_drafting (all drafts in one pass), uses_target_hidden_states, proposes_draft_tokens
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ SUFFIX_SOURCES = ("v1/spec_decode/suffix_decoding.py", "v1/worker/gpu/spec_decod
                   "v1/worker/gpu/spec_decode/suffix/config.py")
 DRAFT_SPECULATOR = "v1/worker/gpu/spec_decode/standalone_ar/speculator.py"
 V1_RUNNER, V2_RUNNER = "v1/worker/gpu_model_runner.py", "v1/worker/gpu/model_runner.py"
+SPEC_DECODE = "v1/worker/gpu/spec_decode"
+SPECULATOR_FLAGS = ("parallel_drafting", "uses_target_hidden_states", "proposes_draft_tokens")
 
 
 def folder_reader(package: Path) -> Reader:
@@ -112,6 +117,43 @@ def _imports(text: str | None) -> set[str]:
     return found
 
 
+def _class_flags(read: Reader, relative: str, name: str, depth: int = 0) -> dict | None:
+    """A SpeculatorConfig class's flags, its bases' first (followed through the spec_decode imports)."""
+    text = read(relative) if depth < 8 else None
+    tree = ast.parse(text) if text else None
+    cls = _class(tree, name) if tree is not None else None
+    if cls is None:
+        return None
+    flags: dict = {}
+    for base in (b.id for b in cls.bases if isinstance(b, ast.Name)):
+        origin = next((n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module
+                       and any(a.name == base for a in n.names)), None)
+        where = f"{origin.replace('vllm.', '', 1).replace('.', '/')}.py" if origin else relative
+        flags.update(_class_flags(read, where, base, depth + 1) or {})
+    flags["draft_checkpoint"] = flags.get("draft_checkpoint", False) or name == "DraftModelSpeculatorConfig"
+    for node in cls.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and target.id in SPECULATOR_FLAGS and isinstance(value, ast.Constant):
+            flags[target.id] = bool(value.value)
+    return flags
+
+
+def _speculators(read: Reader) -> dict:
+    """vLLM's per-method SpeculatorConfig facts (`_CONFIG_BY_METHOD` in speculator_config.py)."""
+    text = read(f"{SPEC_DECODE}/speculator_config.py")
+    table = _assignments(ast.parse(text)).get("_CONFIG_BY_METHOD") if text else None
+    out = {}
+    for key, value in zip(getattr(table, "keys", []), getattr(table, "values", [])):
+        args = [a.value for a in getattr(value, "args", []) if isinstance(a, ast.Constant)]
+        if isinstance(key, ast.Constant) and len(args) == 2:
+            flags = _class_flags(read, f"{SPEC_DECODE}/{args[0].replace('.', '/')}.py", args[1])
+            if flags is not None:
+                out[key.value] = {flag: flags.get(flag, flag == "proposes_draft_tokens")
+                                  for flag in ("draft_checkpoint", *SPECULATOR_FLAGS)}
+    return out
+
+
 def read_facts(read: Reader) -> dict | None:
     """The facts of the vLLM whose files `read` returns (module doc); None without its speculative config."""
     text = read(SPECULATIVE)
@@ -135,6 +177,7 @@ def read_facts(read: Reader) -> dict | None:
                                     or any(name.startswith("arctic_inference") for name in suffix)),
         "draft_graphs_on_v2": "SpeculatorCudaGraphManager" in _imports(read(DRAFT_SPECULATOR)),
         "has_custom_methods": "registered_speculative_methods" in _imports(text),
+        "speculators": _speculators(read),
     }
 
 
@@ -155,6 +198,7 @@ class VllmFacts:
     draft_graphs_on_v2: bool = False
     has_custom_methods: bool = False
     custom_methods: frozenset[str] = frozenset()
+    speculators: dict = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def all_methods(self) -> frozenset[str]:

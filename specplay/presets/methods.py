@@ -94,9 +94,25 @@ METHOD_FACTS = {f.kind: f for f in (
 KNOWN_METHODS = frozenset(f.method for f in METHOD_FACTS.values())  # the methods this table has facts for
 
 
-def neutral_facts(method: str) -> MethodFacts:
-    """The facts of a method vLLM accepts and this table doesn't know: nothing assumed."""
-    return MethodFacts(str(method), str(method), "?", None, UNKNOWN_COST, None, NEUTRAL_ADVICE, known=False)
+def neutral_facts(method: str, speculator: dict | None = None) -> MethodFacts:
+    """The facts of a method vLLM accepts and this table doesn't know: what vLLM's own SpeculatorConfig says
+    of it where the installed vLLM has one (0.34: a draft checkpoint, one parallel pass, the target's hidden
+    states), else nothing assumed."""
+    method = str(method)
+    speculator = speculator if speculator is not None else _vllm_speculator(method)
+    if speculator and speculator.get("proposes_draft_tokens") and speculator.get("draft_checkpoint"):
+        hidden = bool(speculator.get("uses_target_hidden_states"))
+        cost = ONE_DRAFT_PASS if speculator.get("parallel_drafting") else K_HEAD_PASSES if hidden else K_DRAFT_PASSES
+        return MethodFacts(method, method, "head" if hidden else "model", "draft", cost, None, NEUTRAL_ADVICE,
+                           target_hidden_states=hidden, known=False)
+    return MethodFacts(method, method, "?", None, UNKNOWN_COST, None, NEUTRAL_ADVICE, known=False)
+
+
+def _vllm_speculator(method: str) -> dict | None:
+    from specplay.engine.probes import vllm_facts
+
+    facts = vllm_facts()
+    return facts.speculators.get(method) if facts is not None else None
 
 
 def kind_of(speculative_config: dict) -> str:

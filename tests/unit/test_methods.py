@@ -252,3 +252,44 @@ def _replace(preset, **changes):
     import dataclasses
 
     return dataclasses.replace(preset, **changes)
+
+
+# -- the table against vLLM 0.34's own per-method facts (recorded from its wheel) -----------------------------
+def _v034():
+    import json
+    from pathlib import Path
+
+    from specplay.engine.vllm_facts import VllmFacts
+
+    return VllmFacts.from_dict(json.loads((Path(__file__).resolve().parents[1] / "fixtures" /
+                                           "vllm-0.34-facts.json").read_text()))
+
+
+def test_the_table_agrees_with_vllm_0_34s_speculator_configs():
+    speculators = _v034().speculators
+    assert set(speculators) <= KNOWN_METHODS  # every built-in 0.34 speculator has a row
+    for method, vllm in speculators.items():
+        facts = METHOD_FACTS[method]
+        assert facts.parallel == vllm["parallel_drafting"], method
+        assert facts.target_hidden_states == vllm["uses_target_hidden_states"], method
+        # MTP's "draft checkpoint" is the target's own MTP layers: vLLM points `model` at the target itself
+        assert bool(facts.needs_model) == (vllm["draft_checkpoint"] and facts.draft != "inside"), method
+        assert (facts.draft_passes(4) == 0) == (not vllm["draft_checkpoint"]), method
+
+
+def test_a_method_vllm_adds_gets_its_facts_from_vllms_speculator_config(monkeypatch):
+    """Next month's method: not in the table, but the installed vLLM's SpeculatorConfig says it drafts a block
+    in one pass from a checkpoint on the target's hidden states; the bench and the plan read that."""
+    import dataclasses
+
+    from specplay.bench.passes import preset_draft_passes
+
+    new = {"draft_checkpoint": True, "parallel_drafting": True, "uses_target_hidden_states": True,
+           "proposes_draft_tokens": True}
+    facts = dataclasses.replace(_v034(), methods=_v034().methods | {"xflash"},
+                                speculators={**_v034().speculators, "xflash": new})
+    monkeypatch.setattr(probes, "vllm_facts", lambda: facts)
+    derived = facts_for({"method": "xflash"})
+    assert not derived.known and derived.needs_model and derived.parallel and derived.target_hidden_states
+    assert preset_draft_passes({"method": "xflash"}, 7) == 1
+    assert facts_for({"method": "lilicorr"}).draft_passes(7) is None  # vLLM says nothing of it: neutral
