@@ -23,6 +23,7 @@ from typing import Iterator
 from specplay.run import metrics, whatif
 from specplay.bench.advice import advise
 from specplay.bench.latency import latency_figures, poisson_arrivals, rate_sentences, vllm_bench_commands
+from specplay.bench import schedule
 from specplay.bench.passes import measured_prediction, preset_draft_passes
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
@@ -390,6 +391,7 @@ class BenchRun:
             "advice": [dataclasses.asdict(a) for a in advise(self.rows, self.preset.num_speculative_tokens,
                                                              self.preset.method, spec_info.get("async_scheduling"))],
             "rate_advice": rate_sentences(self.rows),
+            "dynamic_k": schedule.as_json(self.rows),  # num_speculative_tokens_per_batch_size from k × concurrency
             "vllm_bench_serve": vllm_bench_commands(self.preset, self.settings, self.max_tokens,
                                                     self.settings.workloads or (DEFAULT_TEXT_WORKLOADS if TOKEN_IDS not in self.prompts else ())),
         }

@@ -47,6 +47,9 @@ def add_arguments(p) -> None:
                    help="results folder (default bench-results/<preset>-<UTC time>/)")
     p.add_argument("--no-png", action="store_true", help="write the charts as HTML only")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--save-preset", metavar="NAME", default=None,
+                   help="with a k × --max-concurrency sweep: save the preset with the measured dynamic-k schedule "
+                        "(num_speculative_tokens_per_batch_size) as a new preset NAME in the catalog")
     from specplay.cli.compare import add_remote_arguments
 
     add_remote_arguments(p)
@@ -176,7 +179,7 @@ def run_cli(args, pair=None) -> int:
     written = write_results(out, result, figures(result["rows"], preset.num_speculative_tokens, result["synthetic"]),
                             png=not args.no_png, log=log)
     report(result, written, args.json)
-    return 130 if bench.cancelled else 0
+    return save_schedule(args, preset, result) if args.save_preset else 130 if bench.cancelled else 0
 
 
 def report(result: dict, written: dict, as_json: bool) -> None:
@@ -196,11 +199,32 @@ def report(result: dict, written: dict, as_json: bool) -> None:
         print(f"{where}: {advice['sentence']}")
     for rate in result.get("rate_advice") or []:
         print(f"{rate['workload']}, T={rate['temperature']:g}, k={rate['k']}, open loop: {rate['sentence']}")
+    if result.get("dynamic_k"):
+        print(f"{result['dynamic_k']['sentence']}\n  speculative_config: {json.dumps(result['dynamic_k']['speculative_config'])}")
     for workload, lines in (result.get("vllm_bench_serve") or {}).items():
         print(f"\n# {workload} with vllm bench serve, on the two servers of `specplay serve-cmd`:")
         print("\n".join(lines.values()))
     print(f"\nresults: {written['csv']}, {written['json']}; charts: "
           f"{', '.join(Path(p).name for p in written['png'] or written['html'])}")
+
+
+def save_schedule(args, preset, result: dict) -> int:
+    """--save-preset: the bench's dynamic-k schedule as a new preset file in the catalog."""
+    from specplay.bench.schedule import dynamic_k, save_preset
+    from specplay.core.paths import PRESETS_DIR
+
+    dyn = dynamic_k(result["rows"])
+    if dyn is None:
+        print("error: --save-preset needs rows at two or more --max-concurrency levels and two or more --k values",
+              file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    try:
+        path = save_preset(PRESETS_DIR / f"{preset.name}.yaml", args.save_preset, dyn, PRESETS_DIR)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    print(f"saved preset {args.save_preset}: {path}")
+    return 0
 
 
 def replot(args, log) -> int:
