@@ -87,11 +87,13 @@ def cost_reasons(f: Factors, method: str, k: int, device: str) -> list[str]:
         reasons.append("the speculative engine runs without async scheduling on this vLLM, the baseline with it")
     facts = facts_of_kind(method)
     passes = facts.draft_passes(k)
-    if facts.draft == "model" and f.cost > 1 and passes:
+    if (facts.draft == "model" or facts.parallel) and f.cost > 1 and passes:  # a draft model, or DFlash / DSpark
         per_pass = (f.cost - 1) / passes  # what each draft pass adds, if verifying costs one step
         if per_pass >= 0.15:
             what = f"each of its {passes} passes adds" if passes > 1 else "its one pass adds"
-            reasons.append(f"the draft is slow relative to the target: {what} about {per_pass:.0%} of a target step")
+            all_k = f", drafting all {k} tokens" if facts.parallel else ""  # DFlash, DSpark, PARD
+            reasons.append(f"the draft is slow relative to the target: {what} about {per_pass:.0%} of a target "
+                           f"step{all_k}")
     if overhead_bound(f):
         reasons.append(f"the target is too small for speculation to pay on this device: a "
                        f"{f.baseline_step_s * 1000:.1f} ms step, where reading the weights takes "

@@ -223,7 +223,9 @@ def test_every_reader_takes_its_facts_from_the_table(kind):
     lost = Factors(0.6, 1.1, 1.8, 0.1, 0.01, {"baseline": True, "speculative": True})  # the explanation
     assert facts.advice in explain(lost, kind, 4, "cpu")
     slow_draft = any("the draft is slow" in r for r in cost_reasons(lost, kind, 4, "cpu"))
-    assert slow_draft == (facts.draft == "model" and bool(facts.draft_passes(4)))
+    assert slow_draft == ((facts.draft == "model" or facts.parallel) and bool(facts.draft_passes(4)))
+    if facts.parallel:  # DFlash, DSpark, PARD: the explanation names the one pass that drafts all k
+        assert "its one pass adds about 80% of a target step, drafting all 4 tokens" in explain(lost, kind, 4, "cpu")
 
 
 @pytest.mark.parametrize("kind", READER_KINDS)
