@@ -15,19 +15,12 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
 from specplay.core.paths import CACHE_DIR
 from specplay.engine.vllm_facts import VllmFacts, folder_reader, read_facts
-
-
-@dataclass(frozen=True)
-class SpeculativeProbe:
-    fields: frozenset[str]  # SpeculativeConfig's field names
-    methods: frozenset[str]  # the values its `method` accepts
 
 
 def _source_file(relative: str = "config/speculative.py") -> Path | None:
@@ -127,13 +120,6 @@ def vllm_facts() -> VllmFacts | None:
 
 
 @lru_cache(maxsize=1)
-def speculative_probe() -> SpeculativeProbe | None:
-    """The installed vLLM's SpeculativeConfig fields and methods (its own and plugins'); None without vLLM."""
-    facts = vllm_facts()
-    return None if facts is None else SpeculativeProbe(facts.fields, facts.all_methods)
-
-
-@lru_cache(maxsize=1)
 def per_request_metrics_supported() -> bool:
     """Whether the installed vLLM takes per-request spec-decode metrics (`--per-request-spec-decode-metrics`,
     0.29 and later): the engine argument exists, asked of vLLM's AsyncEngineArgs once per vLLM build."""
@@ -147,13 +133,3 @@ def per_request_metrics_supported() -> bool:
         return {"per_request_metrics": supports_per_request_metrics(AsyncEngineArgs)}
     data = _kept("engine/arg_utils.py", "engine-args", ("per_request_metrics",), ask)
     return bool(data and data["per_request_metrics"])
-
-
-def speculative_config_fields() -> frozenset[str] | None:
-    probe = speculative_probe()
-    return None if probe is None else probe.fields
-
-
-def speculative_methods() -> frozenset[str] | None:
-    probe = speculative_probe()
-    return None if probe is None else probe.methods

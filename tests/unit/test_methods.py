@@ -109,7 +109,6 @@ def test_lookup_methods_add_no_model(name):
 # -- the probe ---------------------------------------------------------------------------------------
 def _clear_probes():
     probes.vllm_facts.cache_clear()
-    probes.speculative_probe.cache_clear()
 
 
 def test_the_probe_asks_vllm_once_and_keeps_the_answer_per_build(monkeypatch, tmp_path):
@@ -117,13 +116,13 @@ def test_the_probe_asks_vllm_once_and_keeps_the_answer_per_build(monkeypatch, tm
     monkeypatch.setattr(probes, "CACHE_DIR", tmp_path)
     _clear_probes()
     try:
-        probe = probes.speculative_probe()
-        assert {"num_speculative_tokens", "parallel_drafting", "prompt_lookup_max"} <= probe.fields
-        assert {"draft_model", "eagle", "mtp", "ngram", "ngram_gpu", "suffix", "dflash"} <= probe.methods
+        facts = probes.vllm_facts()
+        assert {"num_speculative_tokens", "parallel_drafting", "prompt_lookup_max"} <= facts.fields
+        assert {"draft_model", "eagle", "mtp", "ngram", "ngram_gpu", "suffix", "dflash"} <= facts.all_methods
         assert len(list((tmp_path / "probes").glob("facts-*.json"))) == 1
         _clear_probes()
         monkeypatch.setattr(probes, "read_facts", lambda read: pytest.fail("asked vLLM again"))
-        assert probes.speculative_probe() == probe and probes.speculative_config_fields() == probe.fields
+        assert probes.vllm_facts() == facts
     finally:
         _clear_probes()
 
@@ -172,7 +171,6 @@ def test_the_probe_is_none_without_vllm(monkeypatch):
     monkeypatch.setattr(probes.importlib.util, "find_spec", lambda name: None)
     _clear_probes()
     try:
-        assert probes.speculative_probe() is None and probes.speculative_methods() is None
         assert probes.vllm_facts() is None
     finally:
         _clear_probes()
