@@ -137,7 +137,13 @@ class CompareCommand(CLISubcommand):
         from specplay.presets.adhoc import from_arguments
 
         preset = from_arguments(args) or get_preset(args.preset or default_preset_name())
-        check_runnable(preset, remote=bool(args.baseline_url))  # servers run it wherever they are
+        try:
+            check_runnable(preset, remote=bool(args.baseline_url))  # servers run it wherever they are
+        except UsageError as exc:  # refused before any engine starts (exit 2): scripts still read one object
+            if args.json:
+                print(json.dumps({"preset": preset.name, "method": preset.method, "runnable": False,
+                                  "started": False, "error": str(exc)}))
+            raise
         request = request_of(args, preset)
         log = stderr_log if args.json else print
         own = pair is None

@@ -138,8 +138,14 @@ def test_an_adhoc_method_this_machine_cant_run_says_what_is_missing_in_one_sente
     code = cli.main(["compare", "--json", "--model", "HuggingFaceTB/SmolLM2-135M-Instruct", "--speculative-config",
                      spec])
     err = capsys.readouterr()
-    assert code == 2 and err.out == "" and expected in err.err and "got 'dflash'" not in err.err
+    assert code == 2 and expected in err.err and "got 'dflash'" not in err.err
     assert len(err.err.strip().splitlines()) == 1 and "Traceback" not in err.err
+    if "can't run here" in expected:  # a pair refused before starting: --json still prints one object
+        [line] = err.out.splitlines()
+        refused = json.loads(line)
+        assert refused["runnable"] is False and refused["preset"] == "adhoc" and expected in refused["error"]
+    else:  # the options themselves are wrong: nothing to describe
+        assert err.out == ""
 
 
 def test_a_pair_that_fails_to_start_still_prints_one_json_object(tmp_path):
