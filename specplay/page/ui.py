@@ -114,7 +114,7 @@ def _preset_info(preset: Preset, manager: PairManager) -> str:
 def _wire_status(demo: gr.Blocks, header: Section, compare: Section, manager: PairManager) -> None:
     """Status polling: the loading state in the header, and the compare tab's preset-dependent parts."""
     # the last status drawn is held by the browser (a hidden Textbox, not a gr.State): a poll reads no session
-    poll_key = gr.Textbox(visible=False, elem_id="poll-key")
+    poll_key = gr.Textbox(visible="hidden", elem_id="poll-key")  # in the DOM, so its value goes with each poll
 
     @stateless
     def poll(last_key):
