@@ -1,0 +1,167 @@
+"""The default CPU lesson from its first step to its last in a real headless chromium against the shared app
+server (real CPU engines): each step's question shows, Run this step runs it (switching preset where the
+step needs another), its answer opens only once the run has finished; the stepper shows a step with a
+rejected draft on the Compare tab; Esc stops a run. Screenshots (light and dark) go to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from specplay.lesson.load import default_lesson_path, load_lesson
+from tests.page.test_browser import browser  # noqa: F401 (a fixture)
+from tests.ui_fixtures import ARTIFACTS
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+LESSON = load_lesson(default_lesson_path("cpu"))
+STEP_TIMEOUT_S = 900  # a step that switches preset reloads the speculative engine: minutes on 2 busy cores
+
+
+def _text(driver, css: str) -> str:
+    return driver.find_element(By.CSS_SELECTOR, css).text
+
+
+def _tab(driver, name: str) -> None:
+    driver.find_element(By.XPATH, f"//button[@role='tab' and normalize-space(.)='{name}']").click()
+
+
+def _dark(driver, on: bool) -> None:
+    """Gradio's dark theme is a class on <body> (what ?__theme=dark sets): toggled in place, keeping the run."""
+    driver.execute_script(f"document.body.classList.{'add' if on else 'remove'}('dark')")
+    time.sleep(0.5)
+
+
+def _element_shot(driver, css: str, name: str, xpath: str | None = None) -> None:
+    """One part of the page, whole: the window grown to the document's height first."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1440, height + 200)
+    element = driver.find_element(By.XPATH, xpath) if xpath else driver.find_element(By.CSS_SELECTOR, css)
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
+    time.sleep(0.8)
+    element.screenshot(str(ARTIFACTS / name))
+    driver.set_window_size(1440, 1000)
+
+
+LESSON_TAB = "//*[@id='lesson-head']/ancestor::div[contains(@class, 'tabitem')][1]"
+
+
+@pytest.fixture(scope="module")
+def lesson_page(browser, app):  # noqa: F811
+    browser.set_window_size(1440, 1000)
+    browser.get(app.url)
+    WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run"))
+    WebDriverWait(browser, 600).until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
+    return browser
+
+
+def _run_step(driver, index: int) -> str:
+    """Run the step shown; its answer must stay closed until the run's result is on the tab."""
+    step = LESSON.steps[index]
+    card = _text(driver, "#lesson-step")
+    assert f"STEP {index + 1} OF {len(LESSON.steps)}" in card.upper() and step.title in card
+    assert step.question.split()[0] in card
+    assert "opens once this step's run has finished" in _text(driver, "#lesson-answer")
+    driver.find_element(By.CSS_SELECTOR, "#lesson-run").click()
+    deadline = time.monotonic() + STEP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        answer, result = _text(driver, "#lesson-answer"), _text(driver, "#lesson-result")
+        if "Answer" in answer and "opens once" not in answer:
+            # opened: the run's verdict and its factors are already there, never an answer without a run
+            assert any(v in result for v in ("Identical", "Diverged")), result
+            assert "SPEEDUP" in result.upper() and step.answer.split()[0] in answer
+            return result
+        assert "refused" not in driver.find_element(By.CSS_SELECTOR, "#lesson-progress").get_attribute("innerHTML"), \
+            _text(driver, "#lesson-progress")
+        time.sleep(0.25)
+    raise AssertionError(f"step {index + 1}: no answer within {STEP_TIMEOUT_S} s: {_text(driver, '#lesson-progress')!r}")
+
+
+@pytest.mark.order(3)  # after test_app_e2e's switch to smollm2-layerskip-draft: the lesson ends there too
+def test_the_default_lesson_runs_start_to_finish_and_the_stepper_shows_a_rejected_draft(lesson_page):
+    driver = lesson_page
+    _tab(driver, "Lesson")
+    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, "#lesson-step").is_displayed())
+    for index, step in enumerate(LESSON.steps):
+        result = _run_step(driver, index)
+        if step.temperature == 0:
+            assert "Identical" in result, (index, result)
+        if index == 0:
+            _element_shot(driver, "", "lesson_light.png", LESSON_TAB)
+            _dark(driver, True)
+            _element_shot(driver, "", "lesson_dark.png", LESSON_TAB)
+            _dark(driver, False)
+            _check_stepper(driver)
+            _tab(driver, "Lesson")
+        if step.preset == "smollm2-self-draft":
+            _check_self_draft_stepper(driver)
+            _tab(driver, "Lesson")
+        if index < len(LESSON.steps) - 1:
+            driver.find_element(By.CSS_SELECTOR, "#lesson-next").click()
+            WebDriverWait(driver, 30).until(
+                lambda d: LESSON.steps[index + 1].title in _text(d, "#lesson-step"))
+    # the app now runs the last step's preset, and going back shows an answered step's answer open
+    driver.find_element(By.CSS_SELECTOR, "#lesson-prev").click()
+    WebDriverWait(driver, 30).until(lambda d: LESSON.steps[-2].title in _text(d, "#lesson-step"))
+    assert "Answer" in _text(driver, "#lesson-answer") and "opens once" not in _text(driver, "#lesson-answer")
+    assert LESSON.steps[-1].preset in _text(driver, "#status")
+
+
+def _check_stepper(driver) -> None:
+    """After step 1 (n-gram on a rewrite), the Compare tab's stepper opens at a step with a rejected draft."""
+    _tab(driver, "Compare")
+    view = driver.find_element(By.CSS_SELECTOR, "#stepper-view")
+    WebDriverWait(driver, 30).until(lambda d: "Step " in view.text)
+    assert view.find_elements(By.CSS_SELECTOR, ".st-rejected") and view.find_elements(By.CSS_SELECTOR, ".st-target")
+    assert "against the baseline" in view.text or "time unknown" in view.text
+    _element_shot(driver, "#stepper", "stepper_light.png")
+    _dark(driver, True)
+    _element_shot(driver, "#stepper", "stepper_dark.png")
+    _dark(driver, False)
+    shown, total = (int(n) for n in re.search(r"Step (\d+) of (\d+)", view.text).groups())
+    arrow, expected = ("#st-prev", shown - 1) if shown == total else ("#st-next", shown + 1)
+    driver.find_element(By.CSS_SELECTOR, arrow).click()
+    WebDriverWait(driver, 60).until(  # the arrows move it
+        lambda d: f"Step {expected} of {total}" in _text(d, "#stepper-view"))
+
+
+def _check_self_draft_stepper(driver) -> None:
+    """A draft model's drafts stay inside vLLM: every step shows its accepted count (here all k: the target
+    drafts for itself), its drafts where it accepted all k, and the sentence why no more is known."""
+    _tab(driver, "Compare")
+    view = driver.find_element(By.CSS_SELECTOR, "#stepper-view")
+    WebDriverWait(driver, 30).until(lambda d: "Step 1 of" in view.text)
+    assert "drafts stay inside vLLM" in view.text, view.text
+    # the target drafting for itself: every step vLLM's counters confirm accepted all 4 drafts
+    assert "accepted 4 of 4" in view.text or "accepted unknown" in view.text, view.text
+    _element_shot(driver, "#stepper", "stepper_self_draft.png")
+
+
+@pytest.mark.order(3)
+def test_esc_clicks_stop_while_a_run_streams(lesson_page):
+    """Esc while a run streams clicks the Stop button that shows (Stop's own effect on a run is
+    test_app_e2e's): judged by order, Stop enabled, then Esc, then a click on #stop, then the run's end."""
+    from tests.page.page_calls import STOP_TOKENS, STORY
+    from tests.page.test_browser import set_max_tokens, set_prompt
+
+    driver = lesson_page
+    _tab(driver, "Compare")
+    assert driver.execute_script("return window.__playgroundEsc === true")  # the hook is on the page
+    set_prompt(driver, STORY)
+    set_max_tokens(driver, STOP_TOKENS)
+    WebDriverWait(driver, 600).until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
+    driver.find_element(By.CSS_SELECTOR, "#run").click()
+    WebDriverWait(driver, 300).until(lambda d: d.find_element(By.CSS_SELECTOR, "#stop").is_enabled())
+    driver.execute_script("window.__clicks = []; document.addEventListener('click', "
+                          "e => window.__clicks.push(e.target.id || e.target.tagName), true)")
+    driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return window.__clicks.length"))
+    assert driver.execute_script("return window.__clicks") == ["stop"]  # Stop, and only Stop
+    WebDriverWait(driver, 900).until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled()
+                                     and not d.find_element(By.CSS_SELECTOR, "#stop").is_enabled())
