@@ -194,8 +194,10 @@ SUMMARY_COLUMNS = ["figure", "baseline", "speculative"]
 
 
 def summary_table(result) -> pd.DataFrame:
-    """A RunResult's figures, one row each (the CLI report's rows, from specplay.run.metrics)."""
-    return pd.DataFrame(metrics.table_rows(result) if result else [], columns=SUMMARY_COLUMNS)
+    """A RunResult's figures, one row each, then the 95% intervals of the speedup and its factors (the CLI
+    report's rows, from specplay.run.metrics)."""
+    rows = metrics.table_rows(result) + metrics.interval_rows(result) if result else []
+    return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
 
 RUN_COLUMNS = ("run", "preset", "prompt", "max_tokens", "temperature", "schedule", "outcome", "identical",

@@ -59,6 +59,12 @@ def test_summary_table_values():
     assert rows["mean acceptance length"].speculative == f"{1 + 5 / 3:.2f}"
     assert rows["speedup"].speculative == f"{c.speedup:.2f}×"
     assert rows["decode step (ms)"].baseline == "500.00"  # one token every 0.5 s
+    # the 95% intervals, as the CLI report shows them: the page's table too
+    from specplay.run import metrics
+
+    for label, _, text in metrics.interval_rows(RunResult.of(c)):
+        assert rows[label].speculative == text
+    assert "speedup, 95% interval" in rows
     assert charts.summary_table(None).empty
 
 
