@@ -93,7 +93,7 @@ def test_the_draft_model_presets_moved_to_the_0_34_form(installed_034):
         assert preset.model_runner == "auto" and preset.vllm_problem is None, preset.name
         assert "Model Runner V2" in preset.notes and "graphs" in preset.notes, preset.name
     guide = presets["dummy-llama8b-draft1b-k3"]
-    assert "1.37-1.40×" in guide.pays_off.gpu and "Not on today's vLLM" not in guide.pays_off.gpu
+    assert "1.49×" in guide.pays_off.gpu and "Not on today's vLLM" not in guide.pays_off.gpu  # the H200 run, d5e61b7
     _, speculative = engine_settings(guide, H200)
     assert "VLLM_USE_V2_MODEL_RUNNER" not in speculative.env  # 0.34 refuses =0 and calls =1 redundant
     assert "VLLM_USE_V2_MODEL_RUNNER" not in serve_commands(guide, H200, per_request=True)["speculative"]
