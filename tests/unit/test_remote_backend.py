@@ -86,11 +86,14 @@ def test_launch_runs_the_serve_lines_engine_arguments():
     preset = get_preset("smollm2-ngram")
     _, spec = engine_settings(preset)
     argv = server_argv(spec.engine_args, 8101, per_request="detailed")
+    named = server_argv(spec.engine_args, 8101, served_as="HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert named[-2:] == ["HuggingFaceTB/SmolLM2-135M-Instruct", "target"]
     assert argv[1:4] == ["-m", "vllm.entrypoints.openai.api_server", "--model"]
     config = _json.loads(argv[argv.index("--speculative-config") + 1])
     assert config == preset.speculative_config  # the preset's speculative_config, verbatim
     assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "detailed"
     assert argv[-6:] == ["--host", "127.0.0.1", "--port", "8101", "--served-model-name", "target"]
+
     line = serve_commands(preset)[SPECULATIVE]
     for flag in ("--dtype", "--max-model-len", "--seed", "--speculative-config"):  # what the page prints
         assert flag in line and flag in argv
@@ -146,3 +149,21 @@ def test_a_garbled_metrics_page_leaves_the_last_counters_standing():
     finally:
         engine.shutdown()
         fake_vllm_server.stop(server)
+
+
+def test_a_printed_vllm_bench_serve_line_names_a_model_launch_serves():
+    """The bench's `vllm bench serve --model NAME` lines got HTTP 404 from launch's servers, which served only
+    "target": launch now serves the serve lines' name too."""
+
+    from specplay.bench.latency import vllm_bench_commands
+    from specplay.bench.runner import BenchSettings
+    from specplay.presets.catalog import engine_settings, get_preset
+    from specplay.presets.engines import serve_model
+    from specplay.run.launch import server_argv
+
+    preset = get_preset("smollm2-ngram")
+    line = vllm_bench_commands(preset, BenchSettings(preset.name), 32, ["code"])["code"][SPECULATIVE].split()
+    _, spec = engine_settings(preset)
+    argv = server_argv(spec.engine_args, 8001, served_as=serve_model(preset.target.model))
+    served = argv[argv.index("--served-model-name") + 1:]
+    assert line[line.index("--model") + 1] in served and "target" in served
