@@ -18,14 +18,17 @@ from specplay.core.events import BASELINE, ROLES, SPECULATIVE, RunFinished
 from specplay.engine.vllm_engine import PromptError
 from specplay.page import views
 from specplay.page.cancel import CancelRegistry
+from specplay.page import charts
 from specplay.page.charts import history_table
-from specplay.page.inputs import InputError, build_request, check_schedule
+from specplay.page.inputs import InputError, build_request, check_schedule, max_tokens_limit
 from specplay.page.live_run import UPDATE_HZ, LiveRun
 from specplay.page.manager import PairManager
 from specplay.page.files import clean_old, drop_served_copies
 from specplay.page.session import ANONYMOUS, session_stem
 from specplay.page.settings import PageSettings, scrub
+from specplay.run.noise import pooled_runs
 
+MAX_RUNS = 3  # "Run 3×": the most runs one queued event makes
 ANSWER_GRACE_S = 30.0  # past max_run_seconds, an engine that hasn't ended its stream is taken for hung
 NOT_READY = "The engines are not ready yet (see the status above); Run is enabled once they are."
 
@@ -47,26 +50,136 @@ class _Outcome:
     failure: str | None = None  # a message for the visitor: the run broke (not: it was stopped)
     timed_out: bool = False  # stopped at the operator's max_run_seconds
     live: LiveRun | None = None
+    values: dict | None = None  # the finished run's outputs
 
 
 def run_comparison(place: RunPlace, prompt, max_tokens, temperature, schedule, history: list, session: str):
     """The run handler: yields {output name: value}; never raises (errors go on the page, scrubbed, and Run
     is enabled again)."""
+    yield from run_once(place, (prompt, max_tokens, temperature, schedule), history, session)
+
+
+def run_once(place: RunPlace, inputs: tuple, history: list, session: str, cancel=None):
+    """One run's frames; returns its _Outcome when it ran to its end or was stopped (None when refused or
+    failed). `cancel`: a series' Stop event shared by all its runs (compare_series), else one of its own."""
     idle = {"run_btn": gr.update(interactive=place.manager.pair is not None), "stop_btn": gr.update(interactive=False)}
     try:
-        _, _, refusal = _prepare(place.manager, prompt, max_tokens, temperature, schedule, session)
+        _, _, refusal = _prepare(place.manager, *inputs, session)
         if refusal is not None:
             yield _failed(refusal, idle, history)
-            return
-        outcome = yield from _stream(place, (prompt, max_tokens, temperature, schedule), session)
+            return None
+        outcome = yield from _stream(place, inputs, session, cancel)
         if outcome.failure is not None:
             yield _failed(outcome.failure, _idle(place), history)
-            return
-        yield _finished(place, outcome.live, outcome.timed_out, history, session, _idle(place))
+            return None
+        outcome.values = _finished(place, outcome.live, outcome.timed_out, history, session, _idle(place))
+        yield outcome.values
+        return outcome
     except GeneratorExit:
         raise
     except Exception as exc:  # whatever broke outside the run itself: said, scrubbed, and Run is back
         yield _failed(f"The run failed: {type(exc).__name__}: {exc}", _idle(place), history)
+        return None
+
+
+def runs_allowed(place: RunPlace, max_tokens, runs: int = MAX_RUNS) -> int:
+    """How many runs "Run 3×" makes: at most MAX_RUNS, and only as many as keep runs × max tokens within one
+    run's token limit (1 when a single run is at it), so a series generates no more than one run may."""
+    try:
+        tokens = int(float(max_tokens))
+    except (TypeError, ValueError, OverflowError):
+        return 1  # the run itself refuses it, with its message
+    return max(1, min(runs, MAX_RUNS, max_tokens_limit(place.manager.preset) // max(1, tokens)))
+
+
+def compare_series(place: RunPlace, prompt, max_tokens, temperature, schedule, history: list, session: str,
+                   runs: int = MAX_RUNS):
+    """"Run 3×": the same prompt run `runs_allowed` times in one queued event, then the runs' steps pooled
+    (run.noise.pooled_runs) into one speedup with a narrower interval, beside the single runs' spread. The
+    runs share one Stop (Stop during any run ends the series) and one max_run_seconds: the engines are held
+    no longer than a single run may hold them."""
+    total, started = runs_allowed(place, max_tokens, runs), time.monotonic()
+    inputs = (prompt, max_tokens, temperature, schedule)
+    cancel, finished, last, why = place.registry.new(session), [], None, None
+    try:
+        for number in range(1, total + 1):
+            left = place.settings.max_run_seconds - (time.monotonic() - started)
+            if left <= 0:
+                why = f"the page's limit of {place.settings.max_run_seconds:g} seconds for a run was reached"
+                break
+            limited = dataclasses.replace(place, settings=dataclasses.replace(place.settings, max_run_seconds=left))
+            outcome = yield from _labelled(run_once(limited, inputs, history, session, cancel), number, total)
+            if outcome is None:  # refused or failed: its message is on the page
+                return
+            last, history = outcome, outcome.values["history"]
+            if cancel.is_set() or outcome.live.comparison.finished.error:
+                why = "it was stopped" if not outcome.timed_out else (
+                    f"the page's limit of {place.settings.max_run_seconds:g} seconds for a run was reached")
+                break
+            finished.append(outcome.live.result())
+        if last is not None:
+            yield series_end(last.values, finished, total, why)
+    finally:
+        place.registry.done(session, cancel)
+
+
+def _labelled(frames, number: int, total: int):
+    """A run's frames with "run i of n" over the explanation; Stop stays enabled between the runs."""
+    label = f'<div class="series-label">Run {number} of {total}</div>'
+    outcome = None
+    try:
+        while True:
+            values = next(frames)
+            values = {**values, "explain": label + values.get("explain", "")}
+            if number < total and "stop_btn" in values:
+                values = {**values, **_running()}
+            yield values
+    except StopIteration as done:
+        outcome = done.value
+    return outcome
+
+
+# shown by the last run's frame already; the page writes the run JSON again, with "pooled", from `result`
+_EXPORTED = ("history_file", "result_file", "summary_md")
+
+
+def series_end(values: dict, results: list, total: int, why: str | None) -> dict:
+    """The series' last frame: the pooled speedup and its interval under the last run's explanation and in
+    its table and JSON, and why the series ended early."""
+    pooled = pooled_runs(results) if len(results) > 1 else None
+    note = (f"The series ended after {len(results)} of {total} runs: {why}." if why else None)
+    kept = {name: value for name, value in values.items() if name not in _EXPORTED}
+    out = {**kept, "explain": views.explain_html_pooled(values.get("explain", ""), pooled, len(results), total),
+           "error": views.error_html(note) if note else ""}
+    if pooled is not None:
+        out["summary"] = _pooled_rows(values.get("summary"), pooled)
+        result = values.get("result")
+        if isinstance(result, dict):
+            out["result"] = {**result, "pooled": pooled_json(pooled, results)}
+    return out
+
+
+def _pooled_rows(summary, pooled):
+    """The last run's table with the pooled figures under it (the table's columns: figure, baseline, speculative)."""
+    import pandas as pd
+
+    noise, spread = pooled.noise, pooled.spread
+    rows = [(f"speedup, {pooled.runs} runs pooled", "", f"{pooled.speedup:.2f}×"),
+            (f"speedup 95% interval, {pooled.runs} runs pooled", "", str(noise.speedup) if noise else "—"),
+            (f"single runs' speedups (lowest–highest)", "", str(spread) if spread else "—")]
+    extra = pd.DataFrame(rows, columns=list(summary.columns) if summary is not None else charts.SUMMARY_COLUMNS)
+    return extra if summary is None else pd.concat([summary, extra], ignore_index=True)
+
+
+def pooled_json(pooled, results: list) -> dict:
+    """The run JSON's "pooled" object: the pooled figures, their interval, and each single run's."""
+    noise = pooled.noise
+    return {"runs": pooled.runs, "speedup": round(pooled.speedup, 4),
+            "tokens_per_step_ratio": round(pooled.tokens_per_step_ratio, 4),
+            "step_cost_ratio": round(pooled.step_cost_ratio, 4),
+            "speedup_interval": noise.speedup.as_list() if noise else None,
+            "single_run_spread": pooled.spread.as_list() if pooled.spread else None,
+            "single_run_intervals": [r.speedup_interval.as_list() if r.speedup_interval else None for r in results]}
 
 
 def _idle(place: RunPlace) -> dict:
@@ -94,7 +207,7 @@ def _failed(message: str, idle: dict, history: list) -> dict:
     return {"error": views.error_html(message), "result": {"error": message}, **idle, "history": history}
 
 
-def _stream(place: RunPlace, inputs: tuple, session: str):
+def _stream(place: RunPlace, inputs: tuple, session: str, shared_cancel=None):
     """Run on the engines (holding them), yielding redraws; returns the _Outcome. The pair is read under the
     lock (a reload before it was taken replaced it), and every wait has a deadline."""
     settings = place.settings
@@ -102,7 +215,7 @@ def _stream(place: RunPlace, inputs: tuple, session: str):
     if not place.manager.run_lock.acquire(timeout=settings.max_run_seconds + ANSWER_GRACE_S):
         outcome.failure = "The engines stayed busy too long (another run or a bench); try again."
         return outcome
-    cancel = place.registry.new(session)
+    cancel = shared_cancel or place.registry.new(session)
     stream, abandoned = None, False
     try:
         pair, outcome.live, refusal = _prepare(place.manager, *inputs, session)
@@ -123,7 +236,8 @@ def _stream(place: RunPlace, inputs: tuple, session: str):
     finally:
         # closed early (browser gone, error): abort both requests and release the engines; off this thread
         # when abandoned, as waiting for the aborted requests to end must not stall the event loop
-        release = threading.Thread(target=_release, args=(place, session, cancel, stream), name="run-cleanup",
+        release = threading.Thread(target=_release, args=(place, session, cancel, stream, shared_cancel is None),
+                                   name="run-cleanup",
                                    daemon=True)
         release.start()
         if not abandoned:
@@ -131,12 +245,13 @@ def _stream(place: RunPlace, inputs: tuple, session: str):
     return outcome
 
 
-def _release(place: RunPlace, session: str, cancel, stream) -> None:
+def _release(place: RunPlace, session: str, cancel, stream, own_cancel: bool = True) -> None:
     try:
         if stream is not None:
             _abort(stream, cancel)
     finally:
-        place.registry.done(session, cancel)
+        if own_cancel:  # a series' Stop event outlives each of its runs
+            place.registry.done(session, cancel)
         place.manager.run_lock.release()
 
 

@@ -11,7 +11,7 @@ from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.page import views
 from specplay.page.charts import history_table
 from specplay.page.files import hide_session_files
-from specplay.page.compare_run import RunPlace, replay_run, run_comparison
+from specplay.page.compare_run import MAX_RUNS, RunPlace, compare_series, replay_run, run_comparison
 from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
                                   TOKEN_EXAMPLES, max_tokens_limit, token_examples, workload_examples)
 from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exports
@@ -26,7 +26,7 @@ from specplay.presets.engines import serve_texts
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
 RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
 # What the status poll redraws on this tab when the engines' state or the preset changes.
-STATUS_OUTPUTS = ("run_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt", "examples_text",
+STATUS_OUTPUTS = ("run_btn", "runs_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt", "examples_text",
                   "examples_ids")
 
 
@@ -70,6 +70,9 @@ def _prompt_panel(tab: Section, manager: PairManager) -> None:
                 tab.add("run_btn", gr.Button("Run", variant="primary", interactive=False, elem_id="run"))
                 tab.add("stop_btn", gr.Button("Stop", variant="stop", interactive=False, elem_id="stop"))
                 tab.add("replay_btn", gr.Button("Replay race", interactive=False, elem_id="replay"))
+            # the same prompt 3 times in one event: a pooled speedup with a narrower interval (compare_series)
+            tab.add("runs_btn", gr.Button(f"Run {MAX_RUNS}× (pooled interval)", interactive=False, size="sm",
+                                          elem_id="run-series"))
     tab.add("error", gr.HTML(elem_id="page-error"))
 
 
@@ -124,6 +127,7 @@ def status_update(manager: PairManager, status: ManagerStatus, preset: Preset) -
     token_mode = preset.prompt_input == "token_ids"
     return {
         "run_btn": gr.update(interactive=status.state == "ready"),
+        "runs_btn": gr.update(interactive=status.state == "ready"),
         "serve_b": lines[BASELINE], "serve_s": lines[SPECULATIVE],
         "max_tokens": gr.update(maximum=max_tokens_limit(preset)),
         "legend": views.legend_html(preset.num_speculative_tokens),
@@ -139,26 +143,46 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     wire_whatif(tab, place.manager)
     wire_stepper(tab, place.manager)
 
+    def streamed(frames, session: str):
+        csv = None
+        for values in frames:
+            values = hide_session_files(values, session, place.served_dir)  # a name nothing shown gives away
+            csv = values.get("history_file") or csv
+            if "run_btn" in values:  # both Run buttons together
+                values = {**values, "runs_btn": values["run_btn"]}
+            pooled = isinstance(values.get("result"), dict) and "pooled" in values["result"]
+            # a series' last frame: its run JSON rewritten beside the CSV, now with the pooled figures
+            written = exports({**values, "history_file": csv}) if pooled and csv else exports(values)
+            yield tab.out({**values, **written})
+
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         session = session_id(request)
-        for values in run_comparison(place, prompt, max_tokens, temperature, schedule, history, session):
-            values = hide_session_files(values, session, place.served_dir)  # a name nothing shown gives away
-            yield tab.out({**values, **exports(values)})
+        yield from streamed(run_comparison(place, prompt, max_tokens, temperature, schedule, history, session),
+                            session)
+
+    def run_series(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
+        session = session_id(request)
+        yield from streamed(compare_series(place, prompt, max_tokens, temperature, schedule, history, session),
+                            session)
 
     def replay(live):
         for values in replay_run(place.manager, live):
-            yield tab.out(values)
+            yield tab.out({**values, "runs_btn": values["run_btn"]} if "run_btn" in values else values)
 
-    replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "replay_btn"))
+    replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "runs_btn", "replay_btn"))
     # Run, or Shift+Enter in the prompt (Gradio submits a multi-line Textbox on Shift+Enter): one event
     gr.on(
         [tab["run_btn"].click, tab["prompt"].submit], run, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
-        outputs=tab.list(RUN_OUTPUTS), api_name="run", concurrency_limit=1, concurrency_id="engines",
+        outputs=tab.list(RUN_OUTPUTS + ("runs_btn",)), api_name="run", concurrency_limit=1, concurrency_id="engines",
         # "full": a waiting visitor sees "queue: 2/5 | 3.1s" on the badge until the run starts ("minimal"
         # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
         show_progress="full", show_progress_on=[tab["badge"]],
     ).then(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
            show_progress="hidden")
+    # "Run 3×": one queued event in the runs' group (the guard's one pending event a session covers it)
+    tab["runs_btn"].click(run_series, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
+                          outputs=tab.list(RUN_OUTPUTS + ("runs_btn",)), api_name="run_series", concurrency_limit=1,
+                          concurrency_id="engines", show_progress="full", show_progress_on=[tab["badge"]])
     tab["replay_btn"].click(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private",
                             concurrency_limit=None, show_progress="hidden")
 

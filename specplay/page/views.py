@@ -303,6 +303,20 @@ def explain_html(result, expectation: str | None = None) -> str:
     return out + "</div>"
 
 
+def explain_html_pooled(explain: str, pooled, done: int, total: int) -> str:
+    """A series' explanation ("Run 3×"): the last run's, under the pooled speedup of its finished runs
+    (run.noise.Pooled: their steps summed, one 95% interval over all of them) and the single runs' spread."""
+    if pooled is None:
+        return explain
+    noise, spread = pooled.noise, pooled.spread
+    interval = f", 95% interval {noise.speedup}" if noise else ""
+    verdict = (" It holds 1×: within noise even over these runs." if noise and noise.within_noise else "")
+    spread_text = f" Single runs measured {spread.low:.2f}× to {spread.high:.2f}×." if spread else ""
+    return (f'<div class="pooled" id="pooled">Over {done} of {total} runs, pooled: speedup '
+            f'<b>{pooled.speedup:.2f}×</b>{interval} ({pooled.tokens_per_step_ratio:.2f}× the tokens per step at '
+            f'{pooled.step_cost_ratio:.2f}× the step time).{verdict}{spread_text} The last run:</div>{explain}')
+
+
 # -- status and errors -------------------------------------------------------------------------------------
 def status_html(state: str, preset: str, message: str, progress: float, elapsed_s: float | None,
                 hardware: str) -> str:
