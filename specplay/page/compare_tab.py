@@ -18,6 +18,7 @@ from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exp
 from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.page.session import session_id
+from specplay.page.share import NO_RUN, run_link
 from specplay.page.stepper import stepper_panel, wire_stepper
 from specplay.page.whatif_view import whatif_panel, wire_whatif
 from specplay.presets.catalog import Preset
@@ -100,6 +101,11 @@ def _panes(tab: Section, start: dict, k: int) -> None:
                 if name == "pane_s":
                     tab.add("legend", gr.HTML(views.legend_html(k), elem_id="legend"))
     stepper_panel(tab)  # after a run: its verification steps one at a time
+    with gr.Row(equal_height=True):  # a link to this run as the page shows it (page/share.py)
+        tab.add("share_btn", gr.Button("Link to this run", size="sm", scale=0, min_width=160, elem_id="share-run"))
+        tab.add("share_link", gr.Textbox(show_label=False, interactive=False, buttons=["copy"], scale=4,
+                                         placeholder="After a run: a link that shows it to whoever you give it",
+                                         elem_id="run-link"))
 
 
 def _stats(tab: Section, start: dict) -> None:
@@ -148,8 +154,8 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
         for values in frames:
             values = hide_session_files(values, session, place.served_dir)  # a name nothing shown gives away
             csv = values.get("history_file") or csv
-            if "run_btn" in values:  # both Run buttons together
-                values = {**values, "runs_btn": values["run_btn"]}
+            if "run_btn" in values:  # both Run buttons together; a link names the run it was made for
+                values = {**values, "runs_btn": values["run_btn"], "share_link": ""}
             pooled = isinstance(values.get("result"), dict) and "pooled" in values["result"]
             # a series' last frame: its run JSON rewritten beside the CSV, now with the pooled figures
             written = exports({**values, "history_file": csv}) if pooled and csv else exports(values)
@@ -173,7 +179,7 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     # Run, or Shift+Enter in the prompt (Gradio submits a multi-line Textbox on Shift+Enter): one event
     gr.on(
         [tab["run_btn"].click, tab["prompt"].submit], run, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
-        outputs=tab.list(RUN_OUTPUTS + ("runs_btn",)), api_name="run", concurrency_limit=1, concurrency_id="engines",
+        outputs=tab.list(RUN_OUTPUTS + ("runs_btn", "share_link")), api_name="run", concurrency_limit=1, concurrency_id="engines",
         # "full": a waiting visitor sees "queue: 2/5 | 3.1s" on the badge until the run starts ("minimal"
         # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
         show_progress="full", show_progress_on=[tab["badge"]],
@@ -181,10 +187,12 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
            show_progress="hidden")
     # "Run 3×": one queued event in the runs' group (the guard's one pending event a session covers it)
     tab["runs_btn"].click(run_series, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
-                          outputs=tab.list(RUN_OUTPUTS + ("runs_btn",)), api_name="run_series", concurrency_limit=1,
+                          outputs=tab.list(RUN_OUTPUTS + ("runs_btn", "share_link")), api_name="run_series", concurrency_limit=1,
                           concurrency_id="engines", show_progress="full", show_progress_on=[tab["badge"]])
     tab["replay_btn"].click(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private",
                             concurrency_limit=None, show_progress="hidden")
+
+    _wire_share(tab, place)
 
     def stop(request: gr.Request):
         place.registry.cancel(session_id(request))
@@ -192,3 +200,25 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
 
     # not queued: Stop must work when the queue is full of waiting runs
     tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
+
+
+# What a shared run leaves out (page/share.py): the session's history and its private file links
+PRIVATE_OUTPUTS = ("history_df", "history_file", "result_file", "share_link")
+# The link as the browser has it: the page's own address with ?deep_link=NAME (the server can't know it
+# behind a proxy); a message (no link yet) is left as it is
+ABSOLUTE_LINK_JS = ("(v) => v && v.startsWith('?deep_link=') ? "
+                    "new URL(v, window.location.href.split('?')[0].split('#')[0]).href : v")
+
+
+def _wire_share(tab: Section, place: RunPlace) -> None:
+    private = {tab[name].elem_id for name in PRIVATE_OUTPUTS}
+
+    def share(request: gr.Request):
+        name = run_link(request.request.app, session_id(request), private, tab["result"]._id,
+                        place.settings.files_max_age_s)
+        return NO_RUN if name is None else f"?deep_link={name}"
+
+    # its own group: the guard's one pending event a session covers it, and it never waits for a run
+    tab["share_btn"].click(share, outputs=tab["share_link"], api_name="share_run", concurrency_limit=2,
+                           concurrency_id="share", show_progress="hidden").then(
+        None, js=ABSOLUTE_LINK_JS, inputs=tab["share_link"], outputs=tab["share_link"], api_visibility="private")

@@ -1,0 +1,103 @@
+"""A link to one run (issue 31, 5): "Link to this run" saves the finished run as the page shows it under a
+random Gradio deep-link name; the link loaded in a new session shows that run, and nothing private of the
+session that made it (its history, its file links, its session hash). A real Gradio page on a FakePair."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import httpx
+import pytest
+
+from specplay.core.events import BASELINE, SPECULATIVE
+from tests.public_page_fixtures import _manager
+from tests.ui_fixtures import FakePair, synthetic_events
+
+WORDS = {1: " zebra", 2: " quartz", 3: " marmalade"}
+
+
+def _pair(preset):
+    events = synthetic_events([1, 2, 3], [[1], [2, 3]])
+    pair = FakePair(lambda r: events, preset)
+    for role in (BASELINE, SPECULATIVE):
+        pair.engines[role].vocab = WORDS
+    return pair
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch):
+    from specplay.page import closing, ui
+    from tests.ui_fixtures import free_port
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    manager = _manager(lambda p, hw, log=print: _pair(p))
+    demo = ui.build_page(manager)
+    ui.launch(demo, "127.0.0.1", free_port(), block=False)
+    try:
+        yield SimpleNamespace(demo=demo, url=demo.local_url.rstrip("/"),
+                              fns={fn.api_name: i for i, fn in demo.fns.items() if fn.api_name})
+    finally:
+        closing.close(demo)
+        manager.shutdown()
+
+
+def call(page, api_name: str, data: list, session: str) -> dict:
+    """One queued event of `session`, read to its end: its outputs by elem_id."""
+    fn = page.fns[api_name]
+    body = {"data": data, "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}
+    assert httpx.post(f"{page.url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    with httpx.stream("GET", f"{page.url}/gradio_api/queue/data", params={"session_hash": session},
+                      timeout=120) as stream:
+        for line in stream.iter_lines():
+            message = json.loads(line[6:]) if line.startswith("data: ") else {}
+            if message.get("msg") == "process_completed":
+                outputs = page.demo.fns[fn].outputs
+                return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}
+    raise AssertionError(f"{api_name} never completed")
+
+
+def shown(page, link: str) -> tuple[dict, dict]:
+    """What a new visitor's page gets for `link` (the config Gradio's client fetches for ?deep_link=):
+    the components' values by elem_id, and the config."""
+    name = link.removeprefix("?deep_link=")
+    config = httpx.get(f"{page.url}/config", params={"deep_link": name}, timeout=30).json()
+    values = {c["props"].get("elem_id"): c["props"].get("value") for c in config["components"]}
+    return values, config
+
+
+def test_a_link_to_a_run_shows_that_run_to_a_new_session_and_nothing_private(page):
+    from specplay.page.session import session_stem
+
+    ran = call(page, "run", ["hello", 3, 0.0, "concurrent", None], "alice-session-hash")
+    assert "quartz" in ran["speculative-pane"] and ran["history-csv"]
+    link = call(page, "share_run", [], "alice-session-hash")["run-link"]
+    assert link.startswith("?deep_link="), link
+    name = link.removeprefix("?deep_link=")
+    for secret in ("alice-session-hash", session_stem("alice-session-hash"), ran["history-csv"]["url"],
+                   ran["result-json"]["url"]):
+        assert secret.rsplit("/", 1)[-1].split(".")[0].removeprefix("history-") not in name
+
+    values, config = shown(page, link)
+    assert config["deep_link_state"] == "valid"
+    assert "quartz" in values["speculative-pane"] and "zebra" in values["baseline-pane"]  # that run's output
+    assert "Speedup" in values["explain"] or "speedup" in values["explain"]
+    assert values["result"]["run_id"] == ran["result"]["run_id"]
+    assert values["summary"]["data"] == ran["summary"]["data"] and values["summary"]["data"]  # its table
+    text = json.dumps(config)
+    assert values["history-csv"] is None and values["result-json"] is None  # the session's file links
+    assert "alice-session-hash" not in text and session_stem("alice-session-hash") not in text
+    assert ran["history-csv"]["url"].rsplit("/", 1)[1] not in text
+    assert ran["result-json"]["url"].rsplit("/", 1)[1] not in text
+
+    again = call(page, "share_run", [], "alice-session-hash")["run-link"]
+    assert again == link  # the same run: the same link, not a new copy each click
+
+
+def test_a_session_without_a_run_gets_no_link_and_a_made_up_link_shows_nothing(page):
+    from specplay.page.share import NO_RUN
+
+    call(page, "run", ["hello", 3, 0.0, "concurrent", None], "alice")
+    assert call(page, "share_run", [], "bob")["run-link"] == NO_RUN  # bob can't link alice's run
+    values, config = shown(page, "?deep_link=madeUpName123")
+    assert config["deep_link_state"] == "invalid" and "quartz" not in json.dumps(config)
