@@ -211,7 +211,8 @@ ABSOLUTE_LINK_JS = ("(v) => v && v.startsWith('?deep_link=') ? "
 
 
 def _wire_share(tab: Section, place: RunPlace) -> None:
-    private = {tab[name].elem_id for name in PRIVATE_OUTPUTS}
+    # and the status poll's last key (ui.py): a new visitor's page draws the engines' status afresh
+    private = {tab[name].elem_id for name in PRIVATE_OUTPUTS} | {"poll-key"}
 
     def share(request: gr.Request):
         name = run_link(request.request.app, session_id(request), private, tab["result"]._id,
