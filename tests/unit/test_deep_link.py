@@ -101,3 +101,47 @@ def test_a_session_without_a_run_gets_no_link_and_a_made_up_link_shows_nothing(p
     assert call(page, "share_run", [], "bob")["run-link"] == NO_RUN  # bob can't link alice's run
     values, config = shown(page, "?deep_link=madeUpName123")
     assert config["deep_link_state"] == "invalid" and "quartz" not in json.dumps(config)
+
+
+def test_the_link_opened_in_another_browser_shows_the_run(page, tmp_path):
+    """In headless chromium (Debian's chromium and chromedriver, as tests/page/test_browser.py): Run, then
+    "Link to this run"; the link opened in a second browser (another session, another profile) shows the
+    run's panes; the link box holds the page's own address with ?deep_link=NAME and nothing else."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    maker, visitor = _chromium(tmp_path / "maker"), _chromium(tmp_path / "visitor")
+    try:
+        maker.get(page.url)
+        wait = WebDriverWait(maker, 60)
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
+        maker.find_element(By.CSS_SELECTOR, "#run").click()
+        wait.until(lambda d: "quartz" in d.find_element(By.CSS_SELECTOR, "#speculative-pane").text)
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#share-run").is_enabled())
+        maker.find_element(By.CSS_SELECTOR, "#share-run").click()
+        box = "#run-link textarea, #run-link input"
+        wait.until(lambda d: "deep_link=" in d.find_element(By.CSS_SELECTOR, box).get_attribute("value"))
+        link = maker.find_element(By.CSS_SELECTOR, box).get_attribute("value")
+        assert link.startswith(f"{page.url}/?deep_link=") and link.count("?") == 1, link
+
+        visitor.get(link)
+        WebDriverWait(visitor, 60).until(
+            lambda d: "quartz" in d.find_element(By.CSS_SELECTOR, "#speculative-pane").text)
+        assert "zebra" in visitor.find_element(By.CSS_SELECTOR, "#baseline-pane").text
+        assert "speculative ÷ baseline" in visitor.find_element(By.CSS_SELECTOR, "#explain").text
+    finally:
+        maker.quit()
+        visitor.quit()
+
+
+def _chromium(profile):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+                 "--disable-background-networking", "--disable-component-update", f"--user-data-dir={profile}",
+                 "--window-size=1440,1000"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
