@@ -235,6 +235,8 @@ class GuardMiddleware:
         path = scope.get("path", "").rstrip("/")
         if path.endswith("/upload") or path == "upload":
             return await _refuse(send, 403, "uploads are turned off on this page")
+        if path.endswith("/gradio_api/deep_link"):  # Gradio's: anyone with a session's hash snapshots it, private
+            return await _refuse(send, 403, "use the page's own run links")  # links too; page.share makes links
         served = path.partition("/file=")[2]
         if served and (_SCHEME.match(served) or served.startswith("//")):
             return await _refuse(send, 403, "this page serves its own files only, not URLs")

@@ -73,3 +73,11 @@ def test_a_sessions_files_are_served_under_a_name_nothing_shown_gives_away(page)
         assert httpx.get(f"{page.url}/gradio_api/file={folder}/{guessed}", timeout=30).status_code != 200
     again = run_once(page, "s1")  # the same session's next run: the same (private) name, overwritten
     assert again["history-csv"]["url"].rsplit("/", 1)[1] == csv.rsplit("/", 1)[1]
+
+
+def test_gradios_deep_link_route_is_closed_so_a_session_hash_snapshots_nothing(page):
+    """Gradio's /gradio_api/deep_link?session_hash=H saved session H's components (its private file links too)
+    for whoever asked; the page's own run links (page.share) make links only for the asking session's run."""
+    run_once(page, "victim")
+    snap = httpx.get(f"{page.url}/gradio_api/deep_link", params={"session_hash": "victim"}, timeout=30)
+    assert snap.status_code == 403 and "run links" in snap.json()["detail"], (snap.status_code, snap.text)
