@@ -103,6 +103,7 @@ def test_a_session_without_a_run_gets_no_link_and_a_made_up_link_shows_nothing(p
     assert config["deep_link_state"] == "invalid" and "quartz" not in json.dumps(config)
 
 
+@pytest.mark.page  # a browser: the full suite's, not the quick tier's
 def test_the_link_opened_in_another_browser_shows_the_run(page, tmp_path):
     """In headless chromium (Debian's chromium and chromedriver, as tests/page/test_browser.py): Run, then
     "Link to this run"; the link opened in a second browser (another session, another profile) shows the
