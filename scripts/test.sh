@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
-# Gradio server, a real headless browser. 17-36 minutes on 2 cores from a clean clone, set-up included
-# (26:02 on 2026-12-02, 456 passed; 35-36 min on the same machine hours before; machines differ day to day).
+# Gradio server, a real headless browser. 17-46 minutes on 2 cores from a clean clone, set-up included
+# (46:09 on 2026-12-03 at 6399b47, 595 passed, 1 failed, with other test runs beside it; 26:02 on 2026-12-02,
+# 456 passed; machines differ day to day).
 #   scripts/test.sh            every test (what CI runs)
 #   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container): 2.5-3.5 minutes
 # Other arguments go to pytest (e.g. scripts/test.sh tests/engines -k ngram).
