@@ -27,3 +27,29 @@ def _manager(factory=None, **kwargs):
     manager.load(PRESET)
     assert _wait(lambda: manager.status().state == "ready", 30)
     return manager
+
+
+def queued_call(url: str, fn_index: int, data: list, session: str, on_message=None) -> dict:
+    """One queued event of `session` joined over HTTP and read to its end: its process_completed message
+    (`on_message` sees every line of the stream)."""
+    import json
+
+    import httpx
+
+    body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
+    assert httpx.post(f"{url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    with httpx.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session},
+                      timeout=120) as stream:
+        for line in stream.iter_lines():
+            if on_message:
+                on_message(line)
+            message = json.loads(line[6:]) if line.startswith("data: ") else {}
+            if message.get("msg") == "process_completed":
+                return message
+    raise AssertionError(f"event {fn_index} of {session} never completed")
+
+
+def by_elem_id(demo, fn_index: int, message: dict) -> dict:
+    """A completed event's outputs by their components' elem_id."""
+    outputs = demo.fns[fn_index].outputs
+    return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}

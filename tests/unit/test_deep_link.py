@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from specplay.core.events import BASELINE, SPECULATIVE
-from tests.public_page_fixtures import _manager
+from tests.public_page_fixtures import _manager, by_elem_id, queued_call
 from tests.ui_fixtures import FakePair, synthetic_events
 
 WORDS = {1: " zebra", 2: " quartz", 3: " marmalade"}
@@ -45,16 +45,7 @@ def page(tmp_path, monkeypatch):
 def call(page, api_name: str, data: list, session: str) -> dict:
     """One queued event of `session`, read to its end: its outputs by elem_id."""
     fn = page.fns[api_name]
-    body = {"data": data, "fn_index": fn, "session_hash": session, "event_data": None, "trigger_id": None}
-    assert httpx.post(f"{page.url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
-    with httpx.stream("GET", f"{page.url}/gradio_api/queue/data", params={"session_hash": session},
-                      timeout=120) as stream:
-        for line in stream.iter_lines():
-            message = json.loads(line[6:]) if line.startswith("data: ") else {}
-            if message.get("msg") == "process_completed":
-                outputs = page.demo.fns[fn].outputs
-                return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}
-    raise AssertionError(f"{api_name} never completed")
+    return by_elem_id(page.demo, fn, queued_call(page.url, fn, data, session))
 
 
 def shown(page, link: str) -> tuple[dict, dict]:

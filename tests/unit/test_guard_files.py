@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from tests.public_page_fixtures import _manager
+from tests.public_page_fixtures import _manager, by_elem_id, queued_call
 from tests.ui_fixtures import FakePair, synthetic_events
 
 
@@ -33,17 +33,8 @@ def page(tmp_path, monkeypatch):
 
 def run_once(page, session) -> dict:
     """One run of `session`, read to its end: its outputs by elem_id."""
-    body = {"data": ["hello", 3, 0.0, "sequential", None], "fn_index": page.run, "session_hash": session,
-            "event_data": None, "trigger_id": None}
-    assert httpx.post(f"{page.url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
-    with httpx.stream("GET", f"{page.url}/gradio_api/queue/data", params={"session_hash": session},
-                      timeout=120) as stream:
-        for line in stream.iter_lines():
-            message = json.loads(line[6:]) if line.startswith("data: ") else {}
-            if message.get("msg") == "process_completed":
-                outputs = page.demo.fns[page.run].outputs
-                return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}
-    raise AssertionError("the run never completed")
+    message = queued_call(page.url, page.run, ["hello", 3, 0.0, "sequential", None], session)
+    return by_elem_id(page.demo, page.run, message)
 
 
 @pytest.mark.parametrize("url", ["https://1.1.1.1/", "http://example.com/a.csv", "HTTPS://1.1.1.1/x",

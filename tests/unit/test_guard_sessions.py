@@ -9,7 +9,7 @@ import json
 
 import httpx
 
-from tests.public_page_fixtures import _manager
+from tests.public_page_fixtures import _manager, queued_call
 from tests.ui_fixtures import FakePair, synthetic_events
 
 CAPACITY = 3
@@ -17,17 +17,9 @@ CAPACITY = 3
 
 def _run(url, index, session) -> list:
     """One run of `session`, read to its end: the last message's outputs."""
-    body = {"data": ["hello", 3, 0.0, "sequential", None], "fn_index": index, "session_hash": session,
-            "event_data": None, "trigger_id": None}
-    assert httpx.post(f"{url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
-    with httpx.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session},
-                      timeout=120) as stream:
-        for line in stream.iter_lines():
-            message = json.loads(line[6:]) if line.startswith("data: ") else {}
-            if message.get("msg") == "process_completed":
-                assert message["success"], message
-                return message["output"]["data"]
-    raise AssertionError("the run never completed")
+    message = queued_call(url, index, ["hello", 3, 0.0, "sequential", None], session)
+    assert message["success"], message
+    return message["output"]["data"]
 
 
 def test_polls_from_more_tabs_than_the_page_keeps_evict_no_visitors_session(tmp_path, monkeypatch):

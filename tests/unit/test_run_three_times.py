@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from tests.public_page_fixtures import _manager
+from tests.public_page_fixtures import _manager, by_elem_id, queued_call
 from specplay.core.events import BASELINE, SPECULATIVE, StepEvent
 from tests.ui_fixtures import FakePair, synthetic_events
 
@@ -78,19 +78,8 @@ def page(tmp_path, monkeypatch):
 
 def series(page, session: str, on_message=None) -> dict:
     """One "Run 3×" event of `session`, read to its end: its last outputs by elem_id."""
-    body = {"data": ["hello", TOKENS, 0.0, "concurrent", None], "fn_index": page.fn, "session_hash": session,
-            "event_data": None, "trigger_id": None}
-    assert httpx.post(f"{page.url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
-    with httpx.stream("GET", f"{page.url}/gradio_api/queue/data", params={"session_hash": session},
-                      timeout=120) as stream:
-        for line in stream.iter_lines():
-            message = json.loads(line[6:]) if line.startswith("data: ") else {}
-            if on_message:
-                on_message(line)
-            if message.get("msg") == "process_completed":
-                outputs = page.demo.fns[page.fn].outputs
-                return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}
-    raise AssertionError("the series never completed")
+    message = queued_call(page.url, page.fn, ["hello", TOKENS, 0.0, "concurrent", None], session, on_message)
+    return by_elem_id(page.demo, page.fn, message)
 
 
 def _width(interval) -> float:
