@@ -19,11 +19,14 @@ from tests.ui_fixtures import FakePair, synthetic_events
 def page_with(tmp_path, monkeypatch):
     """A page factory (settings → page); each page's engines are held by the test until it lets them go, so
     no run finishes (and frees a place) while the joins are counted."""
-    from specplay.page import closing, ui
+    from specplay.page import closing, guard, ui
     from specplay.page.settings import PageSettings
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    # the grace before a refusal waits for a run that is just ending; none ends here (the engines are held):
+    # all five looks in 50 ms, not 500 (30 refusals: 15 s of the quick tier)
+    monkeypatch.setattr(guard, "GRACE_STEP_S", 0.01)
     made = []
 
     def make(**settings):
