@@ -84,13 +84,9 @@ def prompt_row(pair, preset, hardware, label: str, request) -> dict:
     """One prompt through both engines, one after the other: its identity, speedup and explanation."""
     from specplay.cli.compare import step_floor_s
     from specplay.core.events import Schedule
-    from specplay.run import stream
-    from specplay.run.result import RunResult
+    from specplay.run.compare_prompt import result_on
 
-    comparison = stream.compare(pair, request, Schedule.SEQUENTIAL,
-                                num_speculative_tokens=preset.num_speculative_tokens)
-    typed = RunResult.of(comparison, preset, device=hardware.device, engines=pair.engine_info(),
-                         step_floor_s=step_floor_s(preset, hardware))
+    typed = result_on(pair, preset, request, Schedule.SEQUENTIAL, hardware, step_floor_s(preset, hardware))
     result = typed.to_json()
     row = {"prompt": label, "identical": result["identical"],
            "first_divergence": result["first_divergence"],

@@ -67,7 +67,7 @@ def runs(pair, preset) -> bool:
 def start_failed(args, preset, exc: Exception) -> int:
     """A pair that failed to start is a result too: one JSON object with the error under --json (scripts and
     the bench record the failure instead of reading nothing), else one line on stderr; never a traceback."""
-    from specplay.engine.vllm_engine import EngineStartError
+    from specplay.engine.base import EngineStartError
 
     error = str(exc) if isinstance(exc, EngineStartError) else f"{type(exc).__name__}: {exc}"
     if args.json:
@@ -128,13 +128,10 @@ class CompareCommand(CLISubcommand):
         tests and embedding), compare on that one instead and leave it running."""
         from specplay.cli.report import print_report
         from specplay.core.hardware import detect
-        from specplay.engine.vllm_engine import PromptError
-        from specplay.presets.catalog import default_preset_name, get_preset
-        from specplay.run import stream
-        from specplay.run.pairs import open_pair
-        from specplay.run.result import RunResult
-
+        from specplay.engine.base import PromptError
         from specplay.presets.adhoc import from_arguments
+        from specplay.presets.catalog import default_preset_name, get_preset
+        from specplay.run.compare_prompt import PairStartError, compare_prompt
 
         preset = from_arguments(args) or get_preset(args.preset or default_preset_name())
         try:
@@ -146,28 +143,17 @@ class CompareCommand(CLISubcommand):
             raise
         request = request_of(args, preset)
         log = stderr_log if args.json else print
-        own = pair is None
-        if not own and not runs(pair, preset):
+        if pair is not None and not runs(pair, preset):
             raise SystemExit(f"compare: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")
-        pair = (remote_pair(args, preset) if args.baseline_url else open_pair(preset, log=log)) if own else pair
+        hardware = detect()
+        opener = (lambda: remote_pair(args, preset)) if args.baseline_url else None
         try:
-            if own:
-                try:
-                    pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
-                except Exception as exc:  # vLLM refused the config, a model is missing, ...: a result too
-                    return start_failed(args, preset, exc)
-            try:
-                comparison = stream.compare(pair, request, args.schedule,
-                                            num_speculative_tokens=preset.num_speculative_tokens)
-            except PromptError as exc:
-                raise UsageError(str(exc)) from None
-            hardware = detect()
-            result = RunResult.of(comparison, preset, device=hardware.device, engines=pair.engine_info(),
-                                  load_seconds=pair.status.load_seconds or {},
-                                  step_floor_s=step_floor_s(preset, hardware))
-        finally:
-            if own:
-                pair.shutdown()
+            result = compare_prompt(preset, request, args.schedule, pair=pair, opener=opener, log=log,
+                                    hardware=hardware, step_floor_s=step_floor_s(preset, hardware))
+        except PairStartError as exc:  # vLLM refused the config, a model is missing, ...: a result too
+            return start_failed(args, preset, exc.__cause__)
+        except PromptError as exc:
+            raise UsageError(str(exc)) from None
         if args.json:
             print(json.dumps(result.to_json()))
         else:

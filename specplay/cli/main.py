@@ -1,16 +1,27 @@
-"""`python -m specplay presets | serve-cmd | compare | prepare | plan | bench`: the playground without the page.
-Each subcommand is a CLISubcommand in its own module (specplay.cli.base); this module only collects them."""
+"""`python -m specplay presets | serve-cmd | compare | prepare | plan | bench | launch`: the playground without the page.
+Each subcommand is a CLISubcommand in its own module (specplay.cli.base); this module holds the
+command table and imports only the chosen command's module, so `presets` never loads the bench or the engines
+(vLLM's entrypoints/cli keeps one module per command the same way)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
 from specplay.cli.base import EXIT_BAD_INPUT, UsageError
 
-# In the order `--help` lists them.
-CMD_MODULES = ("specplay.cli.presets", "specplay.cli.serve_cmd", "specplay.cli.prepare", "specplay.cli.compare",
-               "specplay.cli.plan", "specplay.cli.bench", "specplay.cli.launch")
+# The command table: name -> the module whose cmd_init() makes it; `--help` lists them in this order.
+COMMANDS = {
+    "presets": "specplay.cli.presets",
+    "serve-cmd": "specplay.cli.serve_cmd",
+    "prepare": "specplay.cli.prepare",
+    "compare": "specplay.cli.compare",
+    "plan": "specplay.cli.plan",
+    "bench": "specplay.cli.bench",
+    "launch": "specplay.cli.launch",
+}
+CMD_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
 
 def version() -> str:
@@ -25,17 +36,26 @@ def version() -> str:
         return specplay.__version__
 
 
-def subcommands() -> list:
-    import importlib
+def subcommands(names=None) -> list:
+    """The CLISubcommands of `names` (default: every command), importing only their modules."""
+    modules = CMD_MODULES if names is None else tuple(dict.fromkeys(COMMANDS[n] for n in names))
+    wanted = None if names is None else set(names)
+    return [cmd for module in modules for cmd in importlib.import_module(module).cmd_init()
+            if wanted is None or cmd.name in wanted]
 
-    return [cmd for name in CMD_MODULES for cmd in importlib.import_module(name).cmd_init()]
+
+def chosen(argv: list[str]) -> list[str] | None:
+    """The command argv names, when it names one in the table; None (all of them) for --help, --version, no
+    command or an unknown one, so argparse lists every choice."""
+    first = argv[0] if argv else None
+    return [first] if first in COMMANDS else None
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(names=None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specplay", description=__doc__.split("\n")[0])
     p.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = p.add_subparsers(dest="command", required=True)
-    for cmd in subcommands():
+    for cmd in subcommands(names):
         cmd.subparser_init(sub).set_defaults(dispatch=cmd)
     return p
 
@@ -51,7 +71,8 @@ def main(argv: list[str] | None = None, pair=None) -> int:
     from specplay.presets.catalog import PresetError
     from specplay.presets.offline_model import OfflineModelError
 
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser(chosen(argv)).parse_args(argv)
     try:
         return args.dispatch.cmd(args, pair=pair)
     except (PresetError, OfflineModelError, UsageError) as exc:
