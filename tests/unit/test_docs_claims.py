@@ -1,0 +1,113 @@
+"""What the docs say about the tree, checked against it: every module of specplay/ in docs/architecture.md's
+table (in its folder's row, and no row naming a module that isn't there), every "the only X import" claim
+true, the licence said the same way in LICENSE, pyproject.toml and the Space's front matter, and every
+relative link in the docs pointing at a file that exists."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from tests.unit.test_architecture import imports_of, modules
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "specplay"
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "benchmarks").glob("*.md"))]
+LIBRARIES = {"gradio": "gradio", "vllm": "vllm"}
+
+
+def table_rows() -> dict[str, set[str]]:
+    """Folder (relative to specplay/) -> the `module.py` names its row of the layer table gives."""
+    rows = {}
+    for line in ARCHITECTURE.read_text().splitlines():
+        found = re.match(r"\|\s*\d+\s*\|\s*`specplay/([\w/]+)/`\s*\|(.*)\|\s*$", line)
+        if found:
+            rows[found.group(1)] = set(re.findall(r"`([\w]+\.py)`", found.group(2)))
+    return rows
+
+
+def package_modules() -> dict[str, set[str]]:
+    """Folder (relative to specplay/) -> its modules, __init__ left out."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        folder = path.parent.relative_to(PACKAGE).as_posix()
+        if path.name != "__init__.py" and folder != ".":
+            found.setdefault(folder, set()).add(path.name)
+    return found
+
+
+def test_every_module_is_in_the_architecture_table():
+    rows, tree = table_rows(), package_modules()
+    missing = [f"specplay/{folder}/{name}" for folder, names in tree.items()
+               for name in sorted(names - rows.get(folder, set()))]
+    assert not missing, f"not in docs/architecture.md's table (its folder's row): {missing}"
+    assert "specplay/__main__.py" in ARCHITECTURE.read_text()
+
+
+def test_the_table_names_no_module_that_is_not_there():
+    tree = package_modules()
+    stale = [f"specplay/{folder}/{name}" for folder, names in table_rows().items()
+             for name in sorted(names - tree.get(folder, set()))]
+    assert not stale, f"docs/architecture.md names modules that don't exist: {stale}"
+
+
+def importers(library: str) -> set[str]:
+    """Paths (relative to specplay/, folders ending in /) of the modules that import `library`."""
+    return {path.relative_to(PACKAGE).as_posix() for name, path in modules()
+            if any(t == library or t.startswith(library + ".") for t in imports_of(path, name))}
+
+
+def only_import_claims() -> list[tuple[str, str, str]]:
+    """(doc, what it names, library) for each "`X` (… the only Gradio import" in the docs."""
+    claims = []
+    for doc in DOCS:
+        text = " ".join(doc.read_text().split())
+        for where, library in re.findall(r"`(?:specplay/)?([\w/]+(?:\.py|/))`[^`|]{0,60}?the only (\w+) import",
+                                          text):
+            claims.append((doc.relative_to(ROOT).as_posix(), where, library))
+    return claims
+
+
+def test_only_import_claims_are_true():
+    claims = only_import_claims()
+    assert any(lib.lower() == "gradio" for _, _, lib in claims)  # the README's claim is found at all
+    wrong = []
+    for doc, where, library in claims:
+        users = importers(LIBRARIES[library.lower()])
+        if where.endswith("/"):  # a folder: every importer inside it
+            outside = sorted(u for u in users if not u.startswith(where.removeprefix("specplay/")))
+            if outside:
+                wrong.append(f"{doc}: {where} is the only {library} import, but {outside} import it too")
+        else:
+            holders = [u for u in users if u == where or u.endswith("/" + where)]
+            others = sorted(users - set(holders))
+            if not holders or others:
+                wrong.append(f"{doc}: {where} is the only {library} import, but it's {sorted(users)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_licence_is_said_one_way():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+    front = yaml.safe_load((ROOT / "README.md").read_text().split("---\n")[1])
+    assert front["license"] == project["license"].lower() and front["tags"]
+
+
+def test_relative_links_in_the_docs_resolve():
+    """A link into a moved file (docs/benchmarks.md's history, the scripts under benchmarks/) is caught here;
+    anchors are not checked, files are."""
+    broken = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            path = target.split("#")[0]
+            if not path or re.match(r"[a-z]+:", path):
+                continue
+            if not (doc.parent / path).exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+    assert not broken, "\n".join(broken)
