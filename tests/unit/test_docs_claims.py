@@ -111,3 +111,53 @@ def test_relative_links_in_the_docs_resolve():
             if not (doc.parent / path).exists():
                 broken.append(f"{doc.relative_to(ROOT)}: {target}")
     assert not broken, "\n".join(broken)
+
+
+def anchors_of(doc: Path) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings (fenced code left out): lower case, punctuation
+    dropped, spaces to hyphens."""
+    found, fenced = set(), False
+    for line in doc.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            heading = line.lstrip("#").strip()
+            found.add(re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-"))
+    return found
+
+
+def test_links_into_markdown_headings_resolve():
+    broken = []
+    for doc in DOCS:
+        for target in re.findall(r"\]\(([^)\s]+)\)", doc.read_text()):
+            path, _, anchor = target.partition("#")
+            if not anchor or re.match(r"[a-z]+:", path):
+                continue
+            file = (doc.parent / path) if path else doc
+            if file.suffix == ".md" and file.exists() and anchor not in anchors_of(file):
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+    assert not broken, "\n".join(broken)
+
+
+def quoted_sections() -> set[tuple[str, str]]:
+    """(file, name) for each place that cites a section as `docs/benchmarks.md, "Name"`."""
+    found = set()
+    for path in [*DOCS, *PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"), *(ROOT / "tests").rglob("*.py"),
+                 *(ROOT / "loadtest").rglob("*.py")]:
+        if path == Path(__file__):
+            continue
+        lines = (line.strip().lstrip("#") for line in path.read_text().splitlines())  # comments joined
+        text = " ".join(" ".join(lines).split())
+        for name in re.findall(r"benchmarks\.md\)?,? [\"'](.+?)[\"']", text):
+            found.add((path.relative_to(ROOT).as_posix(), name))
+    return found
+
+
+def test_sections_cited_by_name_are_in_benchmarks_md():
+    """Code comments, presets and docs cite docs/benchmarks.md by a section's name: each name is findable
+    there (the reference names the history section it summarises)."""
+    cited = quoted_sections()
+    assert any(name == "Fair on 2 cores" for _, name in cited)  # the pattern finds citations at all
+    text = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
+    missing = sorted(f"{where}: {name!r}" for where, name in cited if name not in text)
+    assert not missing, "\n".join(missing)
