@@ -76,6 +76,8 @@ def run_with_acceptance():
 
 
 class FakeEngine:
+    devices: tuple[int, ...] = ()  # engine/base.Backend's: no GPU of its own
+
     def __init__(self, vocab: dict[int, str] | None = None):
         self.vocab = vocab or {}
 
