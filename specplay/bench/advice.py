@@ -1,6 +1,6 @@
 """Advice, measured: the k the guide's rule recommends from the measured acceptance rate, the k that
 measured fastest, one sentence where they disagree and why, and which term of the step cost eats the
-gain (from measured pass times, `passes`). Pure logic on bench rows.
+gain (from measured pass times, `passes`). Pure logic on bench rows (bench.report.BenchRow).
 
 The guide's rule: k=3 is conservative, 5 the default, 7 aggressive; from the k you run, raise k when more
 than 70% of drafted tokens are accepted, lower it below 50%, else keep it.
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from specplay.bench.passes import cost_sentence
 from specplay.presets.methods import facts_for
-
 LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
 RAISE_ABOVE, LOWER_BELOW = 0.70, 0.50
 COST_GROWS = 1.05  # the step-cost factor at the largest k this much above the smallest's: it grows with k
@@ -56,11 +55,11 @@ def _level(k: int) -> str:
     return f"k={k} ({LEVELS[k]})" if k in LEVELS else f"k={k}"
 
 
-def _why(rows_by_k: dict[int, dict], rule_wants_more: bool, method: str, async_scheduling: bool | None) -> str:
+def _why(rows_by_k: dict, rule_wants_more: bool, method: str, async_scheduling: bool | None) -> str:
     """Why the measured best sits on the other side of the rule's k: what the step-cost factor did."""
     lo, hi = min(rows_by_k), max(rows_by_k)
-    c_lo, c_hi = rows_by_k[lo].get("step_cost_ratio"), rows_by_k[hi].get("step_cost_ratio")
-    g_lo, g_hi = rows_by_k[lo].get("tokens_per_step_ratio"), rows_by_k[hi].get("tokens_per_step_ratio")
+    c_lo, c_hi = rows_by_k[lo].step_cost_ratio, rows_by_k[hi].step_cost_ratio
+    g_lo, g_hi = rows_by_k[lo].tokens_per_step_ratio, rows_by_k[hi].tokens_per_step_ratio
     if not (c_lo and c_hi and g_lo and g_hi):
         return "too few steps were timed to say why"
     trend = f"the step-cost factor goes from {c_lo:.2f}× at k={lo} to {c_hi:.2f}× at k={hi}"
@@ -81,23 +80,23 @@ def _why(rows_by_k: dict[int, dict], rule_wants_more: bool, method: str, async_s
     return f"the accepted tokens outweigh the extra cost: {gain}, while {trend}"
 
 
-def advise(rows: list[dict], preset_k: int, method: str, async_scheduling: bool | None) -> list[Advice]:
+def advise(rows: list, preset_k: int, method: str, async_scheduling: bool | None) -> list[Advice]:
     """One Advice per (workload, temperature, concurrency[, acceptance]) group of bench rows."""
     groups: dict[tuple, dict[int, dict]] = {}
     for row in rows:
-        groups.setdefault(tuple(row.get(key) for key in GROUP_KEYS), {})[row["k"]] = row
+        groups.setdefault(tuple(getattr(row, key) for key in GROUP_KEYS), {})[row.k] = row
     return [_advice(key, by_k, preset_k, method, async_scheduling) for key, by_k in groups.items()]
 
 
-def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async_scheduling: bool | None) -> Advice:
+def _advice(key: tuple, by_k: dict, preset_k: int, method: str, async_scheduling: bool | None) -> Advice:
     where = dict(zip(GROUP_KEYS, key))  # workload, temperature, concurrency, acceptance
     ks = sorted(by_k)
     current = min(ks, key=lambda k: (abs(k - preset_k), k))
-    rate = by_k[current].get("acceptance_rate")
+    rate = by_k[current].acceptance_rate
     verdict, target = rule_k(current, rate)
-    timed = [k for k in ks if by_k[k].get("speedup") is not None]
-    best = max(timed, key=lambda k: by_k[k]["speedup"]) if timed else current
-    speedup = by_k[best].get("speedup")
+    timed = [k for k in ks if by_k[k].speedup is not None]
+    best = max(timed, key=lambda k: by_k[k].speedup) if timed else current
+    speedup = by_k[best].speedup
     rate_text = f"{rate:.0%} of drafted tokens accepted at k={current}" if rate is not None else f"no drafts at k={current}"
     threshold = {"raise": " (above 70%)", "lower": " (below 50%)", "keep": " (between 50% and 70%)"}[verdict]
     rule = f"the guide's rule says {verdict} to {_level(target)}" if verdict != "keep" else f"the guide's rule says keep {_level(target)}"
@@ -125,8 +124,8 @@ def _advice(key: tuple, by_k: dict[int, dict], preset_k: int, method: str, async
                   best_speedup=speedup, agree=agree, sentence=sentence + cost_sentence(by_k[current]) + _suspect(by_k))
 
 
-def _suspect(by_k: dict[int, dict]) -> str:
-    low = [k for k, row in sorted(by_k.items()) if (row.get("step_cost_ratio") or 1) < IMPLAUSIBLE_COST]
+def _suspect(by_k: dict) -> str:
+    low = [k for k, row in sorted(by_k.items()) if (row.step_cost_ratio or 1) < IMPLAUSIBLE_COST]
     if not low:
         return ""
     return (f" Caution: the step-cost factor is below 1 at k={', '.join(map(str, low))}, so the baseline's batch "

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specplay.bench.runner import accepted_shares, predicted_speedup
+from specplay.bench.report import accepted_shares
+from specplay.bench.runner import predicted_speedup
 from specplay.core import style
 from specplay.core.style import COLORS, PALETTE
 from specplay.core.events import BASELINE, SPECULATIVE
@@ -209,16 +210,23 @@ def rows_for(stem: str, rows: list[dict]) -> list[dict]:
     return [r for r in rows if (r.get("request_rate") is not None) == open_loop]
 
 
-def chart(stem: str, rows: list[dict], preset_k: int | None = None) -> go.Figure | None:
+def flat_rows(rows) -> list[dict]:
+    """The rows as flat dicts (BenchRow.as_dict): the charts pick columns by name, as the CSV has them."""
+    return [r.as_dict() if hasattr(r, "as_dict") else r for r in rows]
+
+
+def chart(stem: str, rows: list, preset_k: int | None = None) -> go.Figure | None:
     """One chart from all the rows (None when it has none to draw)."""
+    rows = flat_rows(rows)
     picked = rows_for(stem, rows)
     if not picked:
         return None
     return predicted_vs_measured(picked) if stem == "predicted_vs_measured" else CHARTS[stem][0](picked, preset_k)
 
 
-def figures(rows: list[dict], preset_k: int | None = None, synthetic: bool = False) -> dict[str, go.Figure]:
+def figures(rows: list, preset_k: int | None = None, synthetic: bool = False) -> dict[str, go.Figure]:
     """Every chart the rows support: a sweep chart only when its setting took two or more values."""
+    rows = flat_rows(rows)
     out = {}
     for stem, (_, swept) in CHARTS.items():
         picked = rows_for(stem, rows)

@@ -70,53 +70,55 @@ def poisson_arrivals(n: int, rate: float, seed: int = 0) -> list[float]:
     return out
 
 
-def rate_sentences(rows: list[dict]) -> list[dict]:
-    """Per (workload, temperature, k, acceptance) of the open-loop rows: up to which request rate the
-    speculative engine was faster, and from which it wasn't ({"workload", ..., "sentence"})."""
-    groups: dict[tuple, list[dict]] = {}
+def rate_sentences(rows: list) -> list:
+    """Per (workload, temperature, k, acceptance) of the open-loop rows (BenchRow): up to which request rate
+    the speculative engine was faster, and from which it wasn't (RateAdvice)."""
+    from specplay.bench.report import RateAdvice
+
+    groups: dict[tuple, list] = {}
     for row in rows:
-        if row.get("request_rate") is not None:
-            key = tuple(row.get(k) for k in ("workload", "temperature", "k", "acceptance"))
-            groups.setdefault(key, []).append(row)
+        if row.request_rate is not None:
+            groups.setdefault((row.workload, row.temperature, row.k, row.acceptance), []).append(row)
     out = []
     for (workload, temperature, k, acceptance), group in groups.items():
-        group.sort(key=lambda r: rate_value(r["request_rate"]))
-        timed = [r for r in group if r.get("speedup") is not None]
-        losing = next((r for r in timed if r["speedup"] < 1), None)
-        out.append({"workload": workload, "temperature": temperature, "k": k, "acceptance": acceptance,
-                    "stops_paying_at": None if losing is None else losing["request_rate"],
-                    "sentence": _rate_sentence(timed, losing)})
+        group.sort(key=lambda r: rate_value(r.request_rate))
+        timed = [r for r in group if r.speedup is not None]
+        losing = next((r for r in timed if r.speedup < 1), None)
+        out.append(RateAdvice(workload, temperature, k, acceptance, None if losing is None else losing.request_rate,
+                              _rate_sentence(timed, losing)))
     return out
 
 
-def _rate_sentence(timed: list[dict], losing: dict | None) -> str:
-    def at(row: dict) -> str:
-        return f"{rate_label(row['request_rate'])} ({row['speedup']:.2f}×)"
+def _rate_sentence(timed: list, losing) -> str:
+    def at(row) -> str:
+        return f"{rate_label(row.request_rate)} ({row.speedup:.2f}×)"
 
     if not timed:
         return "no request rate was timed"
     if losing is None:
         return f"speculation paid at every rate measured, up to {at(timed[-1])}"
-    loss_rate = rate_value(losing["request_rate"])
-    paying = [r for r in timed if rate_value(r["request_rate"]) < loss_rate]
+    loss_rate = rate_value(losing.request_rate)
+    paying = [r for r in timed if rate_value(r.request_rate) < loss_rate]
     if paying:
         sentence = (f"speculation pays up to {at(paying[-1])} and stops paying at {at(losing)}: "
                     "a fuller batch leaves less idle compute for the drafts")
     else:
-        sentence = f"speculation lost at the lowest rate measured ({losing['speedup']:.2f}× at {rate_label(losing['request_rate'])})"
+        sentence = f"speculation lost at the lowest rate measured ({losing.speedup:.2f}× at {rate_label(losing.request_rate)})"
     # A sweep is not always monotonic (bursts of prefill favour the engine that makes more tokens a step).
-    again = [r for r in timed if rate_value(r["request_rate"]) > loss_rate and r["speedup"] >= 1]
+    again = [r for r in timed if rate_value(r.request_rate) > loss_rate and r.speedup >= 1]
     if again:
         sentence += (f"; faster again at {', '.join(at(r) for r in again)}: the gain does not fall steadily "
                      "with the rate here, so repeat the sweep before reading a crossover from it")
     return sentence
 
 
-def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, concurrency: int | None = None) -> str:
+def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, concurrency: int | None = None,
+                       tokenizer: str | None = None) -> str:
     """The `vllm bench serve` line that sends this workload file to a running server as the bench did
-    (the file's `{"prompt": ...}` lines are what `--dataset-name custom` reads)."""
+    (the file's `{"prompt": ...}` lines are what `--dataset-name custom` reads); `tokenizer`: a local folder
+    where the served name is a hub id this machine may not have (an offline model)."""
     parts = ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
-             "--model", model, "--dataset-name", "custom", "--dataset-path", str(path), "--disable-shuffle",
+             "--model", model, *(["--tokenizer", str(tokenizer)] if tokenizer else []), "--dataset-name", "custom", "--dataset-path", str(path), "--disable-shuffle",
              "--num-prompts", str(settings.get("n")), "--custom-output-len", str(settings.get("max_tokens")),
              "--temperature", f"{(settings.get('temperature') or [0])[0]:g}", "--seed", str(settings.get("seed", 0)),
              "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
@@ -135,16 +137,19 @@ def vllm_bench_commands(preset, settings, max_tokens: int, workloads) -> dict[st
     from specplay.bench.workloads import WorkloadError, workload_path
     from specplay.core.events import BASELINE, SPECULATIVE
     from specplay.presets.engines import BASELINE_PORT, SPECULATIVE_PORT, serve_model
+    from specplay.presets.models import resolve_model
 
     values = {**dataclasses.asdict(settings), "max_tokens": max_tokens}
     rate = settings.request_rate[0] if settings.request_rate else None
     concurrency = None if rate is not None else settings.concurrency[0]
+    model, local = serve_model(preset.target.model), resolve_model(preset.target.model)
     out = {}
     for name_or_path in workloads:
         try:
             name, path = workload_path(name_or_path)
         except WorkloadError:
             continue
-        out[name] = {role: vllm_bench_command(path, values, serve_model(preset.target.model), port, rate, concurrency)
+        out[name] = {role: vllm_bench_command(path, values, model, port, rate, concurrency,
+                                              tokenizer=local if local != model else None)
                      for role, port in ((BASELINE, BASELINE_PORT), (SPECULATIVE, SPECULATIVE_PORT))}
     return out

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 from specplay.run import metrics
-from specplay.bench.runner import SETTING_KEYS, accepted_shares
-from specplay.bench.charts import HEIGHT
+from specplay.bench.report import SETTING_KEYS, BenchReport, accepted_shares
+from specplay.bench.charts import HEIGHT, flat_rows
+from specplay.bench.vllm_format import write_summary
 
 # Compact headers for the table; what each figure means and how it prints is metrics.BENCH_FIGURES'.
 TABLE_COLUMNS = {
@@ -37,9 +37,10 @@ PNG_WIDTH = 900
 CHROMIUMS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
 
-def table(rows: list[dict]) -> tuple[list[str], list[list[str]]]:
+def table(rows: list) -> tuple[list[str], list[list[str]]]:
     """(headers, cells) with every figure formatted as metrics defines it; columns no row fills are left out
     (no acceptance column without synthetic acceptance, no identity column above T=0 only)."""
+    rows = flat_rows(rows)
     figures = {column: figure for column, figure, _ in metrics.bench_columns()}
     columns = [c for c in TABLE_COLUMNS
                if any(r.get(c) is not None for r in rows) or (not rows and c in SETTING_KEYS[:4])]
@@ -65,7 +66,7 @@ def markdown_table(headers: list[str], cells: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def text_table(rows: list[dict]) -> str:
+def text_table(rows: list) -> str:
     headers, cells = table(rows)
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
@@ -73,12 +74,14 @@ def text_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def csv_rows(rows: list[dict]) -> tuple[list[str], list[dict]]:
-    """Flat rows for the CSV: the accepted share per draft position spread over acceptance_pos_1..k."""
+def csv_rows(rows: list) -> tuple[list[str], list[dict]]:
+    """Flat rows for the CSV: the accepted share per draft position spread over acceptance_pos_1..k (the
+    serving figures in vllm bench serve's keys are in bench.json and vllm/summary.json, not here)."""
+    rows = flat_rows(rows)
     positions = max((len(r.get("accepted_per_position") or []) for r in rows), default=0)
     flat = []
     for row in rows:
-        out = {k: v for k, v in row.items() if k != "accepted_per_position"}
+        out = {k: v for k, v in row.items() if k not in ("accepted_per_position", "serving")}
         shares = accepted_shares(row)
         out.update({f"acceptance_pos_{i + 1}": round(shares[i], 4) if i < len(shares) else None
                     for i in range(positions)})
@@ -87,15 +90,19 @@ def csv_rows(rows: list[dict]) -> tuple[list[str], list[dict]]:
     return fields, flat
 
 
-def write_results(out_dir: Path, result: dict, figures: dict, png: bool = True, log=None) -> dict:
-    """bench.csv, bench.json and each chart as <name>.html (+ .png); returns what was written, by kind."""
+def write_results(out_dir: Path, report: BenchReport, figures: dict, png: bool = True, log=None) -> dict:
+    """bench.csv, bench.json (the report, `BenchReport.save`), vllm/summary.json (vllm bench serve's format,
+    bench.vllm_format) and each chart as <name>.html (+ .png); returns what was written, by kind."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict = {"csv": str(out_dir / "bench.csv"), "json": str(out_dir / "bench.json"), "html": [], "png": []}
-    fields, flat = csv_rows(result["rows"])
+    fields, flat = csv_rows(report.rows)
     with open(written["csv"], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(flat)
+    summary = write_summary(out_dir, report)
+    if summary is not None:
+        written["vllm_summary"] = str(summary)
     for stem, fig in figures.items():
         path = out_dir / f"{stem}.html"
         # plotly.min.js once next to the charts (not 4 MB inside each), so they open offline
@@ -108,47 +115,40 @@ def write_results(out_dir: Path, result: dict, figures: dict, png: bool = True, 
             written["png_error"] = error
             if log:
                 log(f"charts: no PNG ({error}); the HTML charts are written")
-    # the JSON last, so it lists the charts it comes with
-    Path(written["json"]).write_text(json.dumps({**result, "files": _relative(written, out_dir)}, indent=1) + "\n")
+    report.save(written["json"], files=_relative(written, out_dir))  # last, so it lists the charts it comes with
     return written
 
 
-def merge_results(results: list[dict]) -> dict:
-    """Bench results of one preset, measured in separate runs (a sweep split to fit a time limit), as one:
+def merge_results(reports: list[BenchReport]) -> BenchReport:
+    """Bench reports of one preset, measured in separate runs (a sweep split to fit a time limit), as one:
     rows in order, a later run's row replacing an earlier one for the same setting; each row's speedup
     still compares engines measured in its own run. The advice is worked out again over all rows."""
     from specplay.bench.advice import advise
+    from specplay.bench.latency import rate_sentences
+    from specplay.bench.schedule import as_json
 
-    if len({r.get("preset") for r in results}) > 1:
-        raise ValueError("these results are of different presets: " + ", ".join(sorted(
-            str(r.get("preset")) for r in results)))
-    by_setting: dict[tuple, dict] = {}
-    for result in results:
-        for row in result["rows"]:
-            by_setting[tuple(row.get(key) for key in SETTING_KEYS)] = row
-    merged = {**results[0], "rows": list(by_setting.values())}
-    merged["engines"] = {k: v for r in results for k, v in (r.get("engines") or {}).items()}
-    settings = [r.get("settings") or {} for r in results]
-    merged["settings"] = {**settings[0], **{
+    if len({r.preset for r in reports}) > 1:
+        raise ValueError("these results are of different presets: " + ", ".join(sorted(r.preset for r in reports)))
+    by_setting = {row.setting: row for report in reports for row in report.rows}
+    rows = tuple(by_setting.values())
+    first, settings = reports[0], [r.settings for r in reports]
+    merged_settings = {**settings[0], **{
         key: sorted({v for s in settings for v in s.get(key) or []}, key=str)
         for key in ("workloads", "concurrency", "k", "temperature", "acceptance", "request_rate")}}
-    stamps = [r.get(key) for r in results for key in ("started_utc", "finished_utc") if r.get(key)]
-    merged["started_utc"], merged["finished_utc"] = (min(stamps), max(stamps)) if stamps else (None, None)
-    merged["cancelled"] = any(r.get("cancelled") for r in results)
-    merged["command"] = [c for r in results for c in (r["command"] if isinstance(r.get("command"), list)
-                                                       else [r.get("command")]) if c]
-    spec = next((e.get("speculative", {}) for e in merged["engines"].values()), {})
-    from specplay.bench.latency import rate_sentences
-
-    merged["rate_advice"] = rate_sentences(merged["rows"])
-    merged["advice"] = [dataclasses.asdict(a) for a in advise(merged["rows"], merged.get("loaded_k"), merged.get("method"),
-                                                spec.get("async_scheduling"))]
-    return merged
+    engines = {k: v for r in reports for k, v in r.environment.engines.items()}
+    stamps = [s for r in reports for s in (r.started_utc, r.finished_utc) if s]
+    spec = next((e.get("speculative", {}) for e in engines.values()), {})
+    return dataclasses.replace(
+        first, rows=rows, settings=merged_settings, environment=dataclasses.replace(first.environment, engines=engines),
+        started_utc=min(stamps) if stamps else None, finished_utc=max(stamps) if stamps else None,
+        cancelled=any(r.cancelled for r in reports), command=tuple(c for r in reports for c in r.command),
+        advice=tuple(advise(list(rows), first.loaded_k, first.method, spec.get("async_scheduling"))),
+        rate_advice=tuple(rate_sentences(list(rows))), dynamic_k=as_json(rows))
 
 
 def _relative(written: dict, out_dir: Path) -> dict:
     rel = lambda p: os.path.relpath(p, out_dir)  # noqa: E731
-    return {k: ([rel(p) for p in v] if isinstance(v, list) else rel(v) if k in ("csv", "json") else v)
+    return {k: ([rel(p) for p in v] if isinstance(v, list) else rel(v) if k in ("csv", "json", "vllm_summary") else v)
             for k, v in written.items()}
 
 

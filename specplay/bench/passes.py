@@ -31,14 +31,14 @@ def measured_prediction(baseline_step_s: float | None, speculative_step_s: float
             "predicted_speedup_measured": tokens_per_step / cost if tokens_per_step else None}
 
 
-def cost_sentence(row: dict) -> str:
+def cost_sentence(row) -> str:
     """Which term of the step cost eats the gain, from a bench row's measured times ("" when unknown)."""
-    passes, cost, gain = row.get("draft_passes"), row.get("step_cost_ratio"), row.get("tokens_per_step_ratio")
+    passes, cost, gain = row.draft_passes, row.step_cost_ratio, row.tokens_per_step_ratio
     if passes is None or not cost or not gain:
         return ""
     extra, bought = cost - 1, gain - 1  # target steps the drafting adds; tokens a step gains
     if passes:
-        each = row.get("draft_pass_cost")
+        each = row.draft_pass_cost
         term = (f"the {passes} draft pass{'es' if passes > 1 else ''} cost {extra:.2f} target steps"
                 + (f" ({each:.2f} each)" if passes > 1 and each is not None else ""))
     else:

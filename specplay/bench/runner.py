@@ -25,6 +25,8 @@ from specplay.bench.advice import advise
 from specplay.bench.latency import latency_figures, poisson_arrivals, rate_sentences, vllm_bench_commands
 from specplay.bench import schedule
 from specplay.bench.passes import measured_prediction, preset_draft_passes
+from specplay.bench.report import SETTING_KEYS, BenchReport, BenchRow, Environment
+from specplay.bench.vllm_format import serving
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings
@@ -34,7 +36,6 @@ from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, to
 TOKEN_IDS = "token-ids"  # the workload of presets without a tokenizer (dummy weights)
 TOKEN_ID_PROMPT_LENGTH = 128
 DEFAULT_TEXT_WORKLOADS = ("code", "chat")
-SETTING_KEYS = ("workload", "temperature", "concurrency", "k", "acceptance", "request_rate")
 WARMUP_TOKENS = 8
 # A short prompt of its own for warm-ups, so they leave nothing of a measured prompt in the prefix cache.
 WARMUP_TEXT = "Count from one to twenty."
@@ -105,7 +106,7 @@ class Progress:
     done: int
     total: int
     message: str
-    row: dict | None = None  # set when this step finished a row
+    row: BenchRow | None = None  # set when this step finished a row
 
     @property
     def fraction(self) -> float:
@@ -237,7 +238,7 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, passes: int | None = None) -> dict:
+def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, passes: int | None = None) -> BenchRow:
     """The row of one setting from its two BatchResults (baseline and speculative); `passes`: the draft
     passes of one speculative step (`passes.draft_passes`), for the prediction from measured times."""
     figs = {BASELINE: engine_figures(baseline), SPECULATIVE: engine_figures(speculative)}
@@ -259,23 +260,20 @@ def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, 
         "throughput_ratio": _ratio(s["throughput"], b["throughput"]),
         "identical": same,
     }
-    row = {key: getattr(setting, key) for key in SETTING_KEYS}
-    if row["request_rate"] is not None and math.isinf(row["request_rate"]):
-        row["request_rate"] = "inf"  # JSON has no infinity
-    row.update(requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
-               num_accepted=c.num_accepted_tokens, accepted_per_position=list(c.accepted_per_position),
-               acceptance_source=getattr(speculative, "counters_source", None), draft_passes=passes)
-    for column, figure, role in metrics.bench_columns():
-        value = raw[figure.key] if role is None else figs[role][figure.key]
-        row[column] = metrics.rounded(value, figure)
-    row.update(tokens_baseline=b["tokens"], tokens_speculative=s["tokens"])
-    return row
-
-
-def accepted_shares(row: dict) -> list[float]:
-    """Per draft position, the share of drafts whose token there was accepted."""
-    drafts = row.get("num_drafts") or 0
-    return [n / drafts if drafts else 0.0 for n in row.get("accepted_per_position") or []]
+    run_figures = {column: metrics.rounded(raw[figure.key], figure)
+                   for column, figure, role in metrics.bench_columns() if role is None}
+    engines = {role: {figure.key: metrics.rounded(figs[role][figure.key], figure)
+                      for _, figure, r in metrics.bench_columns() if r == role} for role in (BASELINE, SPECULATIVE)}
+    rate = setting.request_rate
+    return BenchRow(
+        workload=setting.workload, temperature=setting.temperature, concurrency=setting.concurrency, k=setting.k,
+        acceptance=setting.acceptance,
+        request_rate="inf" if rate is not None and math.isinf(rate) else rate,  # JSON has no infinity
+        requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
+        num_accepted=c.num_accepted_tokens, accepted_per_position=tuple(c.accepted_per_position),
+        acceptance_source=getattr(speculative, "counters_source", None), draft_passes=passes, **run_figures,
+        tokens_baseline=b["tokens"], tokens_speculative=s["tokens"], engines=engines,
+        serving=serving(baseline, speculative))
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -295,7 +293,7 @@ class BenchRun:
             raise BenchError("k and acceptance: the speculative server runs what it was started with; sweep them "
                              "with one server per setting (specplay launch), or on in-process engines")
         self.max_tokens = settings.max_tokens or preset.default_max_tokens
-        self.rows: list[dict] = []
+        self.rows: list[BenchRow] = []
         self.engines: dict[str, dict] = {}  # variant label -> pair.engine_info() while it was loaded
         self.started, self.finished = _now(), None
         self._loaded = loaded_variant(preset)
@@ -375,23 +373,23 @@ class BenchRun:
         arrivals = poisson_arrivals(len(requests), setting.request_rate, self.settings.seed)
         return self.pair.run_batch(role, requests, c, cancel=self.cancel, arrival_times=arrivals)
 
-    def result(self) -> dict:
-        """Everything the bench measured, as the JSON file holds it."""
+    def result(self, command: tuple[str, ...] = ()) -> BenchReport:
+        """Everything the bench measured, typed (bench.report); `command`: the line that ran it."""
+        from specplay.presets.engines import serve_model
+
         spec_info = next(iter(self.engines.values()), {}).get(SPECULATIVE, {})
-        return {
-            "preset": self.preset.name, "method": self.preset.method, "loaded_k": self.preset.num_speculative_tokens,
-            "synthetic": is_synthetic(self.preset), "machine": self.hardware.describe(),
-            "device": self.hardware.device,
-            "settings": {**dataclasses.asdict(self.settings), "workloads": list(self.prompts),
-                         "max_tokens": self.max_tokens,
-                         "request_rate": ["inf" if math.isinf(r) else r for r in self.settings.request_rate]},
-            "started_utc": self.started, "finished_utc": self.finished, "cancelled": self.cancelled,
-            "engines": self.engines,
-            "rows": self.rows,
-            "advice": [dataclasses.asdict(a) for a in advise(self.rows, self.preset.num_speculative_tokens,
-                                                             self.preset.method, spec_info.get("async_scheduling"))],
-            "rate_advice": rate_sentences(self.rows),
-            "dynamic_k": schedule.as_json(self.rows),  # num_speculative_tokens_per_batch_size from k × concurrency
-            "vllm_bench_serve": vllm_bench_commands(self.preset, self.settings, self.max_tokens,
-                                                    self.settings.workloads or (DEFAULT_TEXT_WORKLOADS if TOKEN_IDS not in self.prompts else ())),
-        }
+        settings = dataclasses.replace(self.settings, workloads=tuple(self.prompts), max_tokens=self.max_tokens)
+        return BenchReport(
+            preset=self.preset.name, method=self.preset.method, model=serve_model(self.preset.target.model),
+            loaded_k=self.preset.num_speculative_tokens, synthetic=is_synthetic(self.preset),
+            settings=dataclasses.asdict(settings),
+            environment=Environment(self.hardware.describe(), self.hardware.device, dict(self.engines)),
+            started_utc=self.started, finished_utc=self.finished, cancelled=self.cancelled, command=tuple(command),
+            rows=tuple(self.rows),
+            advice=tuple(advise(self.rows, self.preset.num_speculative_tokens, self.preset.method,
+                                spec_info.get("async_scheduling"))),
+            rate_advice=tuple(rate_sentences(self.rows)),
+            dynamic_k=schedule.as_json(self.rows),  # num_speculative_tokens_per_batch_size from k × concurrency
+            vllm_bench_serve=vllm_bench_commands(self.preset, self.settings, self.max_tokens,
+                                                 self.settings.workloads or (DEFAULT_TEXT_WORKLOADS if TOKEN_IDS not in self.prompts else ())),
+        )

@@ -56,13 +56,13 @@ def _geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def dynamic_k(rows: list[dict]) -> DynamicK | None:
+def dynamic_k(rows) -> DynamicK | None:
     """The schedule from closed-loop rows with a speedup; None unless ≥ 2 concurrency levels and ≥ 2 k's."""
     cells: dict[int, dict[int, list[float]]] = {}
     for row in rows:
-        if row.get("request_rate") is not None or not row.get("speedup") or not row.get("k"):
+        if row.request_rate is not None or not row.speedup or not row.k:
             continue
-        cells.setdefault(int(row["concurrency"]), {}).setdefault(int(row["k"]), []).append(float(row["speedup"]))
+        cells.setdefault(int(row.concurrency), {}).setdefault(int(row.k), []).append(float(row.speedup))
     speedups = {c: {k: _geomean(v) for k, v in by_k.items()} for c, by_k in sorted(cells.items())}
     if len(speedups) < 2 or len(_ks(speedups)) < 2:
         return None
@@ -79,7 +79,7 @@ def dynamic_k(rows: list[dict]) -> DynamicK | None:
     return DynamicK(best, speedups, schedule)
 
 
-def as_json(rows: list[dict]) -> dict | None:
+def as_json(rows) -> dict | None:
     """The bench result's `dynamic_k`: the schedule, its speculative_config fragment and its sentence."""
     dyn = dynamic_k(rows)
     if dyn is None:

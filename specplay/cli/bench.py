@@ -174,46 +174,46 @@ def run_cli(args, pair=None) -> int:
     finally:
         if own:
             pair.shutdown()
-    result = bench.result()
-    result["command"] = "python -m specplay " + " ".join(sys.argv[1:])
-    written = write_results(out, result, figures(result["rows"], preset.num_speculative_tokens, result["synthetic"]),
+    result = bench.result(command=("python -m specplay " + " ".join(sys.argv[1:]),))
+    written = write_results(out, result, figures(result.rows, preset.num_speculative_tokens, result.synthetic),
                             png=not args.no_png, log=log)
     report(result, written, args.json)
     return save_schedule(args, preset, result) if args.save_preset else 130 if bench.cancelled else 0
 
 
-def report(result: dict, written: dict, as_json: bool) -> None:
+def report(result, written: dict, as_json: bool) -> None:
+    """The table, the advice and the vllm bench serve lines on stdout (or the report as one JSON object)."""
+    from specplay.bench.latency import rate_label
     from specplay.bench.outputs import text_table
 
     if as_json:
-        print(json.dumps({**result, "files": written}))
+        print(json.dumps({**result.to_json(), "files": written}))
         return
-    print(text_table(result["rows"]))
+    print(text_table(result.rows))
     print()
-    from specplay.bench.latency import rate_label
-
-    for advice in result.get("advice") or []:
-        where = f"{advice['workload']}, T={advice['temperature']:g}, " + (
-            f"c={advice['concurrency']}" if advice.get("request_rate") is None else rate_label(advice["request_rate"]))
-        where += f", a={advice['acceptance']:g}" if advice["acceptance"] is not None else ""
-        print(f"{where}: {advice['sentence']}")
-    for rate in result.get("rate_advice") or []:
-        print(f"{rate['workload']}, T={rate['temperature']:g}, k={rate['k']}, open loop: {rate['sentence']}")
-    if result.get("dynamic_k"):
-        print(f"{result['dynamic_k']['sentence']}\n  speculative_config: {json.dumps(result['dynamic_k']['speculative_config'])}")
-    for workload, lines in (result.get("vllm_bench_serve") or {}).items():
-        print(f"\n# {workload} with vllm bench serve, on the two servers of `specplay serve-cmd`:")
+    for advice in result.advice:
+        where = f"{advice.workload}, T={advice.temperature:g}, " + (
+            f"c={advice.concurrency}" if advice.request_rate is None else rate_label(advice.request_rate))
+        where += f", a={advice.acceptance:g}" if advice.acceptance is not None else ""
+        print(f"{where}: {advice.sentence}")
+    for rate in result.rate_advice:
+        print(f"{rate.workload}, T={rate.temperature:g}, k={rate.k}, open loop: {rate.sentence}")
+    if result.dynamic_k:
+        print(f"{result.dynamic_k['sentence']}\n  speculative_config: {json.dumps(result.dynamic_k['speculative_config'])}")
+    for workload, lines in result.vllm_bench_serve.items():
+        print(f"\n# {workload} with vllm bench serve, on the two servers of `specplay serve-cmd` or `specplay launch`:")
         print("\n".join(lines.values()))
     print(f"\nresults: {written['csv']}, {written['json']}; charts: "
-          f"{', '.join(Path(p).name for p in written['png'] or written['html'])}")
+          f"{', '.join(Path(p).name for p in written['png'] or written['html'])}"
+          + (f"; vllm bench serve's format: {written['vllm_summary']}" if written.get("vllm_summary") else ""))
 
 
-def save_schedule(args, preset, result: dict) -> int:
+def save_schedule(args, preset, result) -> int:
     """--save-preset: the bench's dynamic-k schedule as a new preset file in the catalog."""
     from specplay.bench.schedule import dynamic_k, save_preset
     from specplay.core.paths import PRESETS_DIR
 
-    dyn = dynamic_k(result["rows"])
+    dyn = dynamic_k(result.rows)
     if dyn is None:
         print("error: --save-preset needs rows at two or more --max-concurrency levels and two or more --k values",
               file=sys.stderr)
@@ -228,30 +228,27 @@ def save_schedule(args, preset, result: dict) -> int:
 
 
 def replot(args, log) -> int:
+    """--replot: the bench.json of each DIR (BenchReport.load), merged when several, written again."""
     from specplay.bench.charts import figures
     from specplay.bench.outputs import merge_results, write_results
+    from specplay.bench.report import BenchReport
 
-    results = []
-    for source in map(Path, args.replot):
-        path = source / "bench.json" if source.is_dir() else source
-        try:
-            results.append(json.loads(path.read_text()))
-            results[-1]["rows"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"error: {path}: not a bench result ({exc})", file=sys.stderr)
-            return EXIT_BAD_SETTINGS
-    if len(results) > 1 and not args.out:
-        print("error: --replot with several results needs --out", file=sys.stderr)
-        return EXIT_BAD_SETTINGS
     try:
-        result = merge_results(results) if len(results) > 1 else results[0]
+        reports = [BenchReport.load(source) for source in args.replot]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
-    rows = result["rows"]
-    result.pop("files", None)
-    out = Path(args.out) if args.out else path.parent
-    written = write_results(out, result, figures(rows, result.get("loaded_k"), result.get("synthetic", False)),
+    if len(reports) > 1 and not args.out:
+        print("error: --replot with several results needs --out", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    try:
+        result = merge_results(reports) if len(reports) > 1 else reports[0]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    source = Path(args.replot[0])
+    out = Path(args.out) if args.out else source if source.is_dir() else source.parent
+    written = write_results(out, result, figures(result.rows, result.loaded_k, result.synthetic),
                             png=not args.no_png, log=log)
     report(result, written, args.json)
     return 0

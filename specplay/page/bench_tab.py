@@ -15,14 +15,14 @@ import gradio as gr
 
 from specplay.page import bench_view as bv
 from specplay.page import views
-from specplay.bench.runner import BenchError, BenchRun, load_prompts
+from specplay.bench.runner import BenchError, BenchRun, is_synthetic, load_prompts
 from specplay.bench.charts import figures as bench_figures
 from specplay.bench.outputs import write_results
 from specplay.page.cancel import CancelRegistry
-from specplay.page.files import clean_old
+from specplay.page.files import clean_old, session_token
 from specplay.page.settings import PageSettings, scrub
 from specplay.page.section import Section
-from specplay.page.session import session_id, session_stem
+from specplay.page.session import session_id
 from specplay.bench.workloads import WORKLOADS
 
 INTRO = ("### Where speculation pays\nThe loaded preset, measured over workloads × k × temperature × "
@@ -174,13 +174,15 @@ def run_bench(manager, registry: CancelRegistry, folder, session: str, workloads
     elif hold.timed_out:
         failure = (f"The bench was stopped at this page's limit of {settings.max_run_seconds:g} seconds; "
                    "the rows measured until then are kept.")
-    result = bench.result()
+    report = bench.result()
     out = Path(folder)
     clean_old(out, settings.files_max_age_s)
-    written = write_results(out / session_stem(session), result,
-                            bench_figures(bench.rows, bench.preset.num_speculative_tokens, result["synthetic"]))
+    # a folder named by a keyed hash of the session, not its stem (= its prefix-cache salt, which a run's JSON
+    # shows): every file under the page's bench folder is servable, so the name is all that keeps it private
+    written = write_results(out / f"bench-{session_token(session)}", report,
+                            bench_figures(bench.rows, bench.preset.num_speculative_tokens, is_synthetic(bench.preset)))
     yield {"bench_error": views.error_html(scrub(failure) if failure else failure),
-           "bench_advice": bv.advice_html(bench_advice(result)),
+           "bench_advice": bv.advice_html(bench_advice(report)),
            "bench_table": bv.table_frame(bench.rows), **bv.chart_frame(bench.rows, bench.preset),
            **bv.exports(written, bench.rows), **idle}
 
@@ -236,7 +238,6 @@ def _close(steps, hold: _Hold) -> None:
         hold.release()
 
 
-def bench_advice(result: dict) -> list:
-    from specplay.bench.advice import Advice
-
-    return [Advice(**a) for a in result["advice"]]
+def bench_advice(report) -> list:
+    """The report's advice (bench.report.BenchReport: typed, nothing rebuilt from dicts)."""
+    return list(report.advice)

@@ -96,15 +96,15 @@ def advice_html(advice: list) -> str:
     return '<div class="explain"><b>Advice, measured</b><ul>' + "".join(items) + "</ul></div>"
 
 
-def table_frame(rows: list[dict]) -> pd.DataFrame:
+def table_frame(rows: list) -> pd.DataFrame:
     headers, cells = table(rows)
     return pd.DataFrame(cells, columns=headers)
 
 
-def chart_frame(rows: list[dict], preset: Preset) -> dict:
+def chart_frame(rows: list, preset: Preset) -> dict:
     """Every chart slot: drawn from the rows so far (predicted vs measured only with synthetic acceptance)."""
     out = {}
-    synthetic = any(r.get("acceptance") is not None for r in rows)
+    synthetic = any(r.acceptance is not None for r in rows)
     for name, stem in CHART_OUTPUTS.items():
         wanted = stem != "predicted_vs_measured" or synthetic
         out[name] = bench_charts.chart(stem, rows, preset.num_speculative_tokens) if wanted else None
@@ -119,7 +119,7 @@ def empty_frame() -> dict:
             "bench_json": None, "bench_pngs": None, "bench_md": ""}
 
 
-def exports(written: dict, rows: list[dict]) -> dict:
+def exports(written: dict, rows: list) -> dict:
     """The finished bench's downloads (write_results' files) and its table as Markdown."""
     headers, cells = table(rows)
     return {"bench_file": written["csv"], "bench_json": written["json"], "bench_pngs": written.get("png") or None,

@@ -42,6 +42,12 @@ def clean_old(folder, max_age_s: float, now: float | None = None) -> int:
 _SECRET = secrets.token_bytes(32)  # this process's: a session's file name can't be worked out from anything shown
 
 
+def session_token(session: str) -> str:
+    """A session's name for its files: an HMAC of the session with this process's secret, not its stem
+    (which is its prefix-cache salt, shown in its run JSON as `request.cache_salt`)."""
+    return hmac.new(_SECRET, session.encode(), "sha256").hexdigest()[:32]
+
+
 def hide_session_files(values: dict, session: str, served_dir=None) -> dict:
     """A run's outputs with its history CSV moved to a name keyed by this process's secret: written under
     the session's stem, which the run's JSON shows as `request.cache_salt`, anyone who saw that JSON could
@@ -49,7 +55,7 @@ def hide_session_files(values: dict, session: str, served_dir=None) -> dict:
     path = values.get("history_file")
     if not path:
         return values
-    token = hmac.new(_SECRET, session.encode(), "sha256").hexdigest()[:32]
+    token = session_token(session)
     target = Path(path).with_name(f"history-{token}.csv")
     drop_served_copies(served_dir, (target.name, f"run-{token}.json"))  # the last run's, linked no more
     os.replace(path, target)

@@ -13,6 +13,7 @@ from specplay.bench import outputs as bench_report
 from specplay.page import bench_view
 from specplay.bench.runner import (BenchError, BenchRun, BenchSettings, Setting, Variant, bench_row, load_prompts,
                               make_plan, predicted_speedup, synthetic_rates, variant_preset)
+from specplay.bench.report import BenchRow
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.hardware import Hardware
 from specplay.presets.catalog import engine_settings, get_preset
@@ -95,7 +96,7 @@ def test_bench_row_pools_requests_and_the_speedup_decomposes_exactly():
     s = batch(SPECULATIVE, [trace(SPECULATIVE, [1, 3, 3, 3, 1], 0.06, ids=list(range(11))),
                             trace(SPECULATIVE, [1] + [2] * 10, 0.12, ids=[7] * 21)],
               SpecDecodeCounters(14, 42, 14, (10, 3, 1)), wall=1.3)
-    row = bench_row(Setting("code", 0.0, 2, 3), b, s)
+    row = bench_row(Setting("code", 0.0, 2, 3), b, s).as_dict()  # as bench.json and the CSV hold it
     # pooled: (10 + 20) decode tokens over (0.5 + 2.0) s baseline, (10 + 20) over (0.24 + 1.2) s speculative
     assert row["tokens_per_s_baseline"] == pytest.approx(30 / 2.5, rel=1e-3)
     assert row["tokens_per_s_speculative"] == pytest.approx(30 / 1.44, rel=1e-3)
@@ -106,7 +107,7 @@ def test_bench_row_pools_requests_and_the_speedup_decomposes_exactly():
     assert row["identical"] == 1  # the second request's tokens differ
     assert row["acceptance_rate"] == pytest.approx(14 / 42, rel=1e-3) and row["mean_acceptance_length"] == 2.0
     assert row["accepted_per_position"] == [10, 3, 1] and row["predicted_speedup"] is None
-    assert bench_row(Setting("code", 0.5, 2, 3), b, s)["identical"] is None  # sampling: no identity check
+    assert bench_row(Setting("code", 0.5, 2, 3), b, s).identical is None  # sampling: no identity check
 
 
 def test_predicted_speedup_is_one_plus_the_rates():
@@ -135,14 +136,14 @@ def _pass_time_row(k=3, a=0.7, spec_step_s=0.08, passes=3):
 
 def test_bench_row_predicts_from_measured_pass_times():
     row = _pass_time_row()  # a step costs 0.08 s against the baseline's 0.05: 1.6 target steps
-    assert row["step_cost_ratio"] == pytest.approx(1.6, rel=1e-3) and row["draft_passes"] == 3
-    assert row["draft_pass_cost"] == pytest.approx(0.6 / 3, rel=1e-3)  # each draft pass: 0.2 of a target step
-    assert row["predicted_speedup_measured"] == pytest.approx(predicted_speedup(0.7, 3) / 1.6, rel=1e-3)
+    assert row.step_cost_ratio == pytest.approx(1.6, rel=1e-3) and row.draft_passes == 3
+    assert row.draft_pass_cost == pytest.approx(0.6 / 3, rel=1e-3)  # each draft pass: 0.2 of a target step
+    assert row.predicted_speedup_measured == pytest.approx(predicted_speedup(0.7, 3) / 1.6, rel=1e-3)
     ngram = _pass_time_row(passes=0)  # verify only: no per-pass cost, the same prediction
-    assert ngram["draft_pass_cost"] is None and ngram["predicted_speedup_measured"] == row["predicted_speedup_measured"]
-    assert _pass_time_row(passes=None)["predicted_speedup_measured"] is None  # no cost model given
+    assert ngram.draft_pass_cost is None and ngram.predicted_speedup_measured == row.predicted_speedup_measured
+    assert _pass_time_row(passes=None).predicted_speedup_measured is None  # no cost model given
     real = _pass_time_row(a=None)  # measured acceptance: the counters' mean acceptance length, 1 + 28/14
-    assert real["predicted_speedup_measured"] == pytest.approx(3.0 / 1.6, rel=1e-3)
+    assert real.predicted_speedup_measured == pytest.approx(3.0 / 1.6, rel=1e-3)
     headers, cells = bench_report.table([row])
     assert cells[0][headers.index("pred. (times)")] == f"{predicted_speedup(0.7, 3) / 1.6:.2f}×"
     assert cells[0][headers.index("draft/pass")] == "0.20"
@@ -157,15 +158,18 @@ def test_advice_names_the_term_that_eats_the_gain():
     [a] = bench_advice.advise(rows, preset_k=3, method="draft_model", async_scheduling=True)
     assert "the 3 draft passes cost 2.20 target steps (0.73 each), more than the 2.00 extra tokens" in a.sentence
     assert "drafting eats the whole gain" in a.sentence
-    cheap = cost_sentence({"draft_passes": 0, "step_cost_ratio": 1.04, "tokens_per_step_ratio": 1.21})
+    cheap = cost_sentence(BenchRow(workload="w", temperature=0.0, concurrency=1, k=2, draft_passes=0,
+                                   step_cost_ratio=1.04, tokens_per_step_ratio=1.21))
     assert "verifying the drafts costs 0.04 target steps" in cheap and "leaves most of the gain" in cheap
-    assert cost_sentence({"step_cost_ratio": 1.2}) == ""  # a row without the cost model: nothing to say
+    # a row without the cost model: nothing to say
+    assert cost_sentence(BenchRow(workload="w", temperature=0.0, concurrency=1, k=2, step_cost_ratio=1.2)) == ""
 
 
 # -- advice --------------------------------------------------------------------------------------------------
 def _row(k, speedup, gain, cost, acceptance, **settings):
-    return {"workload": "code", "temperature": 0.0, "concurrency": 1, "acceptance": None, "k": k, "speedup": speedup,
-            "tokens_per_step_ratio": gain, "step_cost_ratio": cost, "acceptance_rate": acceptance, **settings}
+    return BenchRow(**{"workload": "code", "temperature": 0.0, "concurrency": 1, "k": k, "speedup": speedup,
+                       "tokens_per_step_ratio": gain, "step_cost_ratio": cost, "acceptance_rate": acceptance,
+                       **settings})
 
 
 def test_advice_rule_levels():
@@ -212,7 +216,7 @@ def test_bench_swaps_each_k_once_and_restores_the_presets_engine():
     steps = list(bench.run())
     assert pair.swaps == [2, 3, 4] and pair.tag == preset  # the loaded k first, each other k once, then back
     assert steps[-1].message == "finished" and steps[-1].done == bench.plan.units and bench.plan.restarts == 3
-    assert [r["k"] for r in bench.rows] == [4, 2, 3]
+    assert [r.k for r in bench.rows] == [4, 2, 3]
 
     pair = RecordingPair(preset)  # a pair of the bench's own, shut down after: no restore
     list(BenchRun(pair, preset, settings, prompts, cpu, restore=False).run())

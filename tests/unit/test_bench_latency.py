@@ -11,6 +11,7 @@ import time
 import pytest
 
 from specplay.bench import latency
+from specplay.bench.report import BenchRow
 from specplay.bench.runner import BenchRun, BenchSettings, make_plan
 from specplay.bench.workloads import WorkloadPrompt
 from specplay.cli import main as cli
@@ -65,7 +66,7 @@ def test_rate_sweep_rows_sit_beside_the_closed_loop_ones_and_get_their_arrivals(
     bench = BenchRun(pair, preset, settings, {"qa": [WorkloadPrompt("x", prompt="x")] * 3},
                      Hardware(0, None, (0, 1)), warmup=False)
     list(bench.run())
-    result = bench.result()
+    result = bench.result().to_json()  # as bench.json holds it
     assert [r["request_rate"] for r in result["rows"]] == [None, 2.0, "inf"]
     assert pair.arrivals[0] is None and pair.arrivals[2] == latency.poisson_arrivals(3, 2.0, 0)
     assert result["settings"]["request_rate"] == [2.0, "inf"]
@@ -80,11 +81,11 @@ def test_rate_sweep_rows_sit_beside_the_closed_loop_ones_and_get_their_arrivals(
 
 
 def test_rate_sentence_says_where_speculation_stops_paying():
-    rows = [{"workload": "qa", "temperature": 0.0, "k": 4, "acceptance": None, "request_rate": r, "speedup": s}
+    rows = [BenchRow(workload="qa", temperature=0.0, concurrency=1, k=4, request_rate=r, speedup=s)
             for r, s in ((1.0, 1.6), ("inf", 0.8), (8.0, 1.1), (16.0, 0.9))]
     [advice] = latency.rate_sentences(rows)
-    assert advice["stops_paying_at"] == 16.0
-    assert "pays up to 8 req/s (1.10×) and stops paying at 16 req/s (0.90×)" in advice["sentence"]
+    assert advice.stops_paying_at == 16.0
+    assert "pays up to 8 req/s (1.10×) and stops paying at 16 req/s (0.90×)" in advice.sentence
 
 
 class _Engine:
@@ -127,10 +128,10 @@ def test_bench_takes_vllm_bench_serve_flag_names_and_the_old_ones():
 def test_rate_sentence_names_faster_rates_past_the_first_loss():
     # The H200 sweep of 2026-12-02: 0.80× at 128 req/s, then 1.03× at 256 and 1.38× all at once; the old
     # sentence said "didn't pay at any rate measured".
-    rows = [{"workload": "token-ids", "temperature": 0.0, "k": 3, "acceptance": 0.7, "request_rate": r, "speedup": s}
-            for r, s in ((128.0, 0.802), (256.0, 1.034), ("inf", 1.379))]
+    rows = [BenchRow(workload="token-ids", temperature=0.0, concurrency=1, k=3, acceptance=0.7, request_rate=r,
+                     speedup=s) for r, s in ((128.0, 0.802), (256.0, 1.034), ("inf", 1.379))]
     [advice] = latency.rate_sentences(rows)
-    assert advice["stops_paying_at"] == 128.0
-    assert "didn't pay at any rate" not in advice["sentence"]
-    assert advice["sentence"].startswith("speculation lost at the lowest rate measured (0.80× at 128 req/s)")
-    assert "faster again at 256 req/s (1.03×), all at once (1.38×)" in advice["sentence"]
+    assert advice.stops_paying_at == 128.0
+    assert "didn't pay at any rate" not in advice.sentence
+    assert advice.sentence.startswith("speculation lost at the lowest rate measured (0.80× at 128 req/s)")
+    assert "faster again at 256 req/s (1.03×), all at once (1.38×)" in advice.sentence

@@ -4,10 +4,12 @@ num_speculative_tokens_per_batch_size, and a preset saved with it that the catal
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from specplay.bench.report import BenchRow
 from specplay.bench.schedule import as_json, dynamic_k, save_preset
 from specplay.core.paths import PRESETS_DIR
 from specplay.presets.catalog import load_file
@@ -15,16 +17,15 @@ from specplay.presets.catalog import load_file
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results" / "h200-v034" / "h200-v034dyn-probe.json"
 
 
-def h200_rows() -> list[dict]:
+def h200_rows() -> list[BenchRow]:
     """The H200 run's fixed-k rows (vLLM 0.34, 8B + 1B draft, acceptance 0.7) as bench rows."""
     results = json.loads(RESULTS.read_text())["results"]
     base = results["baseline"]["batches"]
     rows = []
     for name, k in (("draft-k2-v2", 2), ("draft-k3-v2", 3)):
         for batch, figures in results[name]["batches"].items():
-            rows.append({"workload": "token ids", "temperature": 0.0, "concurrency": int(batch), "k": k,
-                         "acceptance": 0.7, "request_rate": None,
-                         "speedup": figures["tok_s_median"] / base[batch]["tok_s_median"]})
+            rows.append(BenchRow(workload="token ids", temperature=0.0, concurrency=int(batch), k=k, acceptance=0.7,
+                                 speedup=figures["tok_s_median"] / base[batch]["tok_s_median"]))
     return rows
 
 
@@ -38,15 +39,15 @@ def test_the_h200_table_becomes_a_schedule_of_the_best_k_per_level():
 
 
 def test_one_k_best_everywhere_needs_no_schedule_and_one_level_gives_none():
-    rows = [{"concurrency": c, "k": k, "speedup": s, "request_rate": None}
+    rows = [BenchRow(workload="w", temperature=0.0, concurrency=c, k=k, speedup=s)
             for c in (1, 8) for k, s in ((2, 1.2), (3, 1.4))]
     dyn = dynamic_k(rows)
     assert dyn.schedule == [[1, 1024, 3]]
     assert "no schedule needed" in dyn.sentence()
-    assert dynamic_k([r for r in rows if r["concurrency"] == 1]) is None
+    assert dynamic_k([r for r in rows if r.concurrency == 1]) is None
     assert as_json([]) is None
     # open-loop rows (a request rate) are not a concurrency level
-    assert dynamic_k([{**r, "request_rate": 4.0} for r in rows]) is None
+    assert dynamic_k([replace(r, request_rate=4.0) for r in rows]) is None
 
 
 def test_a_saved_preset_carries_the_schedule_and_loads(tmp_path):

@@ -204,17 +204,19 @@ def test_the_bench_counts_ngram_gpus_draft_passes_as_the_table_does():
 def test_every_reader_takes_its_facts_from_the_table(kind):
     from specplay.bench import advice as bench_advice
     from specplay.bench.passes import cost_sentence, preset_draft_passes
+    from specplay.bench.report import BenchRow
     from specplay.run.explain import Factors, cost_reasons, explain
 
     facts = facts_of_kind(kind)
     spec = {"method": facts.method, **({"parallel_drafting": True} if kind == "pard" else {})}
     passes = preset_draft_passes(spec, 4)
     assert passes == facts.draft_passes(4)  # the bench
-    row = {"draft_passes": passes, "step_cost_ratio": 1.5, "tokens_per_step_ratio": 1.3, "draft_pass_cost": 0.1}
+    row = BenchRow(workload="w", temperature=0.0, concurrency=1, k=4, draft_passes=passes, step_cost_ratio=1.5,
+                   tokens_per_step_ratio=1.3, draft_pass_cost=0.1)
     sentence = cost_sentence(row)
     assert (sentence == "") if passes is None else (("there is no draft pass" in sentence) == (passes == 0))
-    rows = [{"k": k, "workload": "w", "temperature": 0.0, "concurrency": 1, "acceptance": None, "request_rate": None,
-             "acceptance_rate": 0.8, "speedup": s, "step_cost_ratio": c, "tokens_per_step_ratio": g, "draft_passes": passes}
+    rows = [BenchRow(k=k, workload="w", temperature=0.0, concurrency=1, acceptance_rate=0.8, speedup=s,
+                     step_cost_ratio=c, tokens_per_step_ratio=g, draft_passes=passes)
             for k, s, c, g in ((3, 1.3, 1.1, 1.4), (5, 1.1, 1.5, 1.6))]
     [a] = bench_advice.advise(rows, 3, kind, True)  # the advice (a method or its kind: PARD)
     assert ("a draft pass and" in a.sentence) == (facts.draft_passes(2) == 2)

@@ -1,0 +1,202 @@
+"""The bench's typed report (in the manner of GuideLLM's GenerativeBenchmarksReport): its rows, advice,
+settings and environment as frozen dataclasses, written to and read back from bench.json by `save` / `load`
+(the CLI's `--replot` and the page read it; nothing reads a bench result as a loose dict).
+
+The JSON keeps the bench's flat rows (one column per figure of `run.metrics.BENCH_FIGURES`, per-engine ones
+suffixed _baseline/_speculative, as the CSV), plus each row's `serving`: per engine, the figures in
+`vllm bench serve --save-result`'s keys and units (bench.vllm_format). Files of earlier versions load too
+(the environment at the top level, `command` as one string, no `serving`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from specplay.bench.advice import Advice
+from specplay.core.events import ROLES
+from specplay.run import metrics
+
+SCHEMA_VERSION = 2  # 2: environment nested, command a list, rows carry `serving` (vllm bench serve's keys)
+SETTING_KEYS = ("workload", "temperature", "concurrency", "k", "acceptance", "request_rate")
+# a row's figures for the run (not per engine): its declared fields, the same keys as metrics.BENCH_FIGURES'
+RUN_FIGURES = tuple(column for column, _, role in metrics.bench_columns() if role is None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRow:
+    """One setting's measurement: the setting, the speculative engine's counters, the run figures, each
+    engine's figures ({role: {figure key: value}}, keys as metrics.BENCH_FIGURES) and its serving figures
+    ({role: {vllm bench serve key: value}})."""
+
+    workload: str
+    temperature: float
+    concurrency: int
+    k: int
+    acceptance: float | None = None
+    request_rate: float | str | None = None  # None: closed loop; "inf": all at once (vllm bench serve's JSON)
+    requests: int = 0
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted: int = 0
+    accepted_per_position: tuple[int, ...] = ()
+    acceptance_source: str | None = None
+    draft_passes: int | None = None
+    speedup: float | None = None
+    tokens_per_step_ratio: float | None = None
+    step_cost_ratio: float | None = None
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    predicted_speedup: float | None = None
+    predicted_speedup_measured: float | None = None
+    draft_pass_cost: float | None = None
+    throughput_ratio: float | None = None
+    identical: int | None = None
+    tokens_baseline: int = 0
+    tokens_speculative: int = 0
+    engines: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
+    serving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def setting(self) -> tuple:
+        return tuple(getattr(self, key) for key in SETTING_KEYS)
+
+    def engine(self, key: str, role: str) -> float | None:
+        return self.engines.get(role, {}).get(key)
+
+    def accepted_shares(self) -> list[float]:
+        """Per draft position, the share of drafts whose token there was accepted."""
+        return accepted_shares(self.as_dict())
+
+    def as_dict(self) -> dict:
+        """The flat row of bench.json and the CSV: every figure one column (per engine: key_role)."""
+        out = {key: getattr(self, key) for key in SETTING_KEYS}
+        out.update(requests=self.requests, num_drafts=self.num_drafts, num_draft_tokens=self.num_draft_tokens,
+                   num_accepted=self.num_accepted, accepted_per_position=list(self.accepted_per_position),
+                   acceptance_source=self.acceptance_source, draft_passes=self.draft_passes)
+        for column, figure, role in metrics.bench_columns():
+            out[column] = getattr(self, column) if role is None else self.engine(figure.key, role)
+        out.update(tokens_baseline=self.tokens_baseline, tokens_speculative=self.tokens_speculative)
+        if self.serving:
+            out["serving"] = {role: dict(values) for role, values in self.serving.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, row: Mapping) -> "BenchRow":
+        """A flat row (bench.json's) back; a figure missing from an older file is None."""
+        engines: dict[str, dict] = {role: {} for role in ROLES}
+        for column, figure, role in metrics.bench_columns():
+            if role is not None:
+                engines[role][figure.key] = row.get(column)
+        known = {f.name for f in dataclasses.fields(cls)} - {"engines", "serving"}
+        values = {key: row[key] for key in known if row.get(key) is not None}
+        values["accepted_per_position"] = tuple(row.get("accepted_per_position") or ())
+        return cls(**values, engines=engines, serving=dict(row.get("serving") or {}))
+
+
+@dataclass(frozen=True)
+class RateAdvice:
+    """Open-loop rows of one (workload, temperature, k, acceptance): where speculation stops paying."""
+
+    workload: str
+    temperature: float
+    k: int
+    acceptance: float | None
+    stops_paying_at: float | str | None
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where the bench ran: the machine, its device, and each speculative variant's engines as vLLM
+    resolved them ({variant label: {role: engine info}})."""
+
+    machine: str = ""
+    device: str = ""
+    engines: Mapping[str, Mapping] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchReport:
+    preset: str
+    method: str | None = None
+    model: str | None = None  # the target as serve lines name it (vllm bench serve's model_id)
+    loaded_k: int | None = None
+    synthetic: bool = False
+    settings: Mapping[str, Any] = field(default_factory=dict)  # BenchSettings as run (workload names, max tokens)
+    environment: Environment = Environment()
+    started_utc: str | None = None
+    finished_utc: str | None = None
+    cancelled: bool = False
+    command: tuple[str, ...] = ()  # the command line(s) that measured it (several after a merge)
+    rows: tuple[BenchRow, ...] = ()
+    advice: tuple[Advice, ...] = ()
+    rate_advice: tuple[RateAdvice, ...] = ()
+    dynamic_k: Mapping | None = None  # bench.schedule.as_json
+    vllm_bench_serve: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # workload -> role -> line
+
+    def to_json(self) -> dict:
+        out = dataclasses.asdict(self)
+        out.update(schema_version=SCHEMA_VERSION, command=list(self.command),
+                   rows=[row.as_dict() for row in self.rows], settings=_plain(self.settings))
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "BenchReport":
+        """bench.json's object back (this version's or an earlier one's); KeyError/TypeError/ValueError when
+        it is not a bench result."""
+        env = data.get("environment") or {"machine": data.get("machine") or "", "device": data.get("device") or "",
+                                          "engines": data.get("engines") or {}}  # before schema 2: at the top
+        command = data.get("command") or ()
+        known = {f.name for f in dataclasses.fields(Advice)}
+        return cls(
+            preset=data["preset"], method=data.get("method"), model=data.get("model"), loaded_k=data.get("loaded_k"),
+            synthetic=bool(data.get("synthetic")), settings=dict(data.get("settings") or {}),
+            environment=Environment(**env), started_utc=data.get("started_utc"),
+            finished_utc=data.get("finished_utc"), cancelled=bool(data.get("cancelled")),
+            command=(command,) if isinstance(command, str) else tuple(command),
+            rows=tuple(BenchRow.from_dict(row) for row in data["rows"]),
+            advice=tuple(Advice(**{k: v for k, v in a.items() if k in known}) for a in data.get("advice") or ()),
+            rate_advice=tuple(RateAdvice(**a) for a in data.get("rate_advice") or ()),
+            dynamic_k=data.get("dynamic_k"), vllm_bench_serve=dict(data.get("vllm_bench_serve") or {}),
+        )
+
+    def save(self, path, files: Mapping | None = None) -> Path:
+        """bench.json at `path`, with the files written beside it (paths relative to its folder)."""
+        path = Path(path)
+        data = self.to_json()
+        if files is not None:
+            data["files"] = dict(files)
+        path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path) -> "BenchReport":
+        """A bench.json (or the folder holding one) back: ValueError saying why when it isn't one."""
+        path = Path(path)
+        path = path / "bench.json" if path.is_dir() else path
+        try:
+            return cls.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{path}: not a bench result ({type(exc).__name__}: {exc})") from None
+
+
+def accepted_shares(row: Mapping) -> list[float]:
+    """Per draft position of a flat row (bench.json's, the charts'), the share of drafts accepted there."""
+    drafts = row.get("num_drafts") or 0
+    return [n / drafts if drafts else 0.0 for n in row.get("accepted_per_position") or []]
+
+
+def _plain(value):
+    """JSON has no infinity: a request rate of inf is written "inf", as vllm bench serve writes it."""
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
