@@ -53,7 +53,7 @@ class RecordingPair:
     def engine_info(self):
         return {BASELINE: {}, SPECULATIVE: {"num_speculative_tokens": self.tag.num_speculative_tokens}}
 
-    def run_batch(self, role, requests, concurrency, cancel=None):
+    def run_batch(self, role, requests, concurrency, cancel=None, arrival_times=None):
         k = self.tag.num_speculative_tokens
         if role == SPECULATIVE and k == self.fail_at_k:
             raise RuntimeError("the engine died")

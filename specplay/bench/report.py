@@ -141,9 +141,8 @@ class BenchReport:
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
-        out.update(schema_version=SCHEMA_VERSION, command=list(self.command),
-                   rows=[row.as_dict() for row in self.rows], settings=_plain(self.settings))
-        return out
+        out.update(schema_version=SCHEMA_VERSION, rows=[row.as_dict() for row in self.rows])
+        return _plain(out)  # lists for tuples, "inf" for an infinite request rate: what JSON holds
 
     @classmethod
     def from_json(cls, data: Mapping) -> "BenchReport":
@@ -192,7 +191,8 @@ def accepted_shares(row: Mapping) -> list[float]:
 
 
 def _plain(value):
-    """JSON has no infinity: a request rate of inf is written "inf", as vllm bench serve writes it."""
+    """As JSON holds it: tuples as lists, and a request rate of inf as "inf" (JSON has no infinity; vllm
+    bench serve writes "inf" too)."""
     if isinstance(value, float) and math.isinf(value):
         return "inf"
     if isinstance(value, Mapping):
