@@ -17,12 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from specplay.core.events import EngineSettings
 from specplay.engine.backends import make_engine
+from specplay.engine.base import Backend, EngineInfo, EngineStartError, PromptError
 from specplay.engine.batch import BatchRunner
-from specplay.engine.vllm_engine import EngineStartError, PromptError
 from specplay.core.events import (
-    BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, GenerationRequest, PairState, RunFinished,
+    BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, EngineSettings, GenerationRequest, PairState, RunFinished,
     RunStarted, Schedule, SpecDecodeCounters, StepEvent,
 )
 
@@ -37,12 +36,6 @@ WARMUP_TIMEOUT_S = 300.0
 # Run ids ("run-N") in the order runs take the engines, over the process's life: the load test reads the
 # page's FIFO order from them.
 _RUN_NUMBERS = itertools.count()
-
-
-def _live_counters(engine) -> SpecDecodeCounters:
-    """The counters to show with a chunk, read on the pair's loop: a backend whose read is slow (a server's
-    /metrics) answers with its last scrape at once; an in-process engine's counters are in memory."""
-    return getattr(engine, "live_counters", engine.counters)()
 
 
 class _EngineFailed(RuntimeError):
@@ -75,7 +68,7 @@ class EnginePair(BatchRunner):
                  tag=None):
         # What the caller loaded into the pair (the layers above put the preset here); never read here.
         self.tag = tag
-        self.engines = {BASELINE: make_engine(baseline), SPECULATIVE: make_engine(speculative)}
+        self.engines: dict[str, Backend] = {BASELINE: make_engine(baseline), SPECULATIVE: make_engine(speculative)}
         self.status = PairStatus()
         self._warmup = warmup
         self._loop = asyncio.new_event_loop()
@@ -150,7 +143,7 @@ class EnginePair(BatchRunner):
         await asyncio.sleep(0.1)
 
     def _warm_up(self) -> None:
-        if self.engines[BASELINE].settings.engine_args.get("skip_tokenizer_init"):
+        if self.engines[BASELINE].token_ids_only:
             request = GenerationRequest(prompt_token_ids=tuple(range(1000, 1032)) * 2, max_tokens=16,
                                         ignore_eos=True)
         else:
@@ -331,7 +324,7 @@ class EnginePair(BatchRunner):
                 counters = None
                 if role == SPECULATIVE:
                     exact = chunk.counters
-                    counters = exact if exact is not None else _live_counters(engine).minus(counters_before)
+                    counters = exact if exact is not None else engine.live_counters().minus(counters_before)
                 events.put(StepEvent(engine=role, step=step, token_ids=tuple(chunk.token_ids), text=chunk.text,
                                      time=now, submitted_at=submitted, finished=chunk.finished,
                                      finish_reason=chunk.finish_reason, counters=counters, logprobs=chunk.logprobs))
@@ -342,7 +335,7 @@ class EnginePair(BatchRunner):
             raise _EngineFailed(role, exc) from exc
         return exact if role == SPECULATIVE else None
 
-    def engine_info(self) -> dict[str, dict]:
+    def engine_info(self) -> dict[str, EngineInfo]:
         """Per engine, how vLLM resolved its configuration (async scheduling, dtype, method, k)."""
         return {role: engine.info() for role, engine in self.engines.items()}
 

@@ -11,6 +11,7 @@ each answer is kept on disk per vLLM build (version + the source file's size and
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -119,6 +120,19 @@ def vllm_facts() -> VllmFacts | None:
     return None if data is None else VllmFacts.from_dict(data)
 
 
+# vLLM >= 0.29: AsyncEngineArgs(per_request_spec_decode_metrics="summary") puts a RequestSpecDecodeMetrics
+# (acceptance histogram, draft tokens) on each finished request's CompletionOutput.spec_decode_metrics.
+PER_REQUEST_METRICS_ARG = "per_request_spec_decode_metrics"
+
+
+def supports_per_request_metrics(engine_args_cls) -> bool:
+    """Whether this vLLM can report spec-decode acceptance per request: the engine argument exists (a
+    feature test, not a version test; vLLM 0.26 has no such field)."""
+    if dataclasses.is_dataclass(engine_args_cls):
+        return PER_REQUEST_METRICS_ARG in {f.name for f in dataclasses.fields(engine_args_cls)}
+    return hasattr(engine_args_cls, PER_REQUEST_METRICS_ARG)
+
+
 @lru_cache(maxsize=1)
 def per_request_metrics_supported() -> bool:
     """Whether the installed vLLM takes per-request spec-decode metrics (`--per-request-spec-decode-metrics`,
@@ -128,8 +142,6 @@ def per_request_metrics_supported() -> bool:
             from vllm import AsyncEngineArgs
         except Exception:  # not installed, or a broken install: no such flag
             return None
-        from specplay.engine.vllm_engine import supports_per_request_metrics
-
         return {"per_request_metrics": supports_per_request_metrics(AsyncEngineArgs)}
     data = _kept("engine/arg_utils.py", "engine-args", ("per_request_metrics",), ask)
     return bool(data and data["per_request_metrics"])

@@ -1,5 +1,5 @@
-"""One side of the pair as a running OpenAI-compatible vLLM server (`vllm serve`), not an engine in this
-process: the same interface as `vllm_engine.Engine`, over HTTP.
+"""The HTTP backend (engine.base.Backend): one side of the pair as a running OpenAI-compatible vLLM server
+(`vllm serve`), not an engine in this process.
 
 - prompt: the server's own `/tokenize` (its chat template, its tokenizer), so both servers get exact ids;
 - output: `/v1/completions` streamed with `return_token_ids`, so identity is checked on token ids;
@@ -16,7 +16,7 @@ import json
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import AsyncIterator
 from urllib.parse import urlparse
@@ -24,7 +24,7 @@ from urllib.parse import urlparse
 import httpx
 
 from specplay.core.events import GenerationRequest, SpecDecodeCounters
-from specplay.engine.vllm_engine import Chunk, EngineStartError, checked_prompt_ids
+from specplay.engine.base import Chunk, EngineInfo, EngineStartError, checked_prompt_ids
 
 # Prometheus names as `vllm serve` exposes its spec-decode counters
 METRIC_PREFIX = "vllm:spec_decode_num_"
@@ -63,17 +63,11 @@ class RemoteSettings:
     start_timeout_s: float = 600.0  # until /health answers 200
     pids: tuple[int, ...] = ()  # the server's processes when it runs on this machine (memory telemetry)
     token_ids_only: bool = False  # the server has no tokenizer (dummy weights, --skip-tokenizer-init)
-    env: dict = field(default_factory=dict)  # the in-process engine's field: nothing to set for a server
 
     def __post_init__(self):
         parsed = urlparse(self.url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path not in ("", "/"):
             raise ValueError(f"{self.role} server: expected a URL like http://HOST:PORT, got {self.url!r}")
-
-    @property
-    def engine_args(self) -> dict:
-        """The one engine argument the pair reads (its warm-up prompt): whether prompts are token ids."""
-        return {"skip_tokenizer_init": self.token_ids_only}
 
     @property
     def base(self) -> str:
@@ -82,13 +76,6 @@ class RemoteSettings:
     def headers(self) -> dict:
         key = os.environ.get(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def server_supports_per_request_metrics() -> bool:
-    """Whether the installed vLLM's server takes --per-request-spec-decode-metrics (0.29 and later)."""
-    from specplay.engine.probes import per_request_metrics_supported
-
-    return per_request_metrics_supported()
 
 
 def _samples(text: str, prefix: str):
@@ -196,11 +183,10 @@ class RemoteEngine:
         except (httpx.HTTPError, ValueError) as exc:
             raise EngineStartError(f"{self.role} server: GET {path} failed ({type(exc).__name__})") from exc
 
-    def info(self) -> dict:
+    def info(self) -> EngineInfo:
         """What can be read off a server: its model and whether it drafts; the rest isn't exposed over HTTP."""
-        return {"backend": "remote", "model": self.model, "async_scheduling": None, "model_runner": None,
-                "dtype": None, "method": None, "num_speculative_tokens": self.num_speculative_tokens,
-                "per_request_metrics": self.per_request_metrics if self.has_spec_metrics else None}
+        return EngineInfo(backend="remote", model=self.model, num_speculative_tokens=self.num_speculative_tokens,
+                          per_request_metrics=self.per_request_metrics if self.has_spec_metrics else None)
 
     def is_alive(self) -> bool:
         return self._alive
@@ -217,6 +203,11 @@ class RemoteEngine:
         return self._alive
 
     stop_grace_s = 0.0  # nothing to wait for: the server outlives this engine
+    devices: tuple[int, ...] = ()  # the server's own affair
+
+    @property
+    def token_ids_only(self) -> bool:
+        return self.settings.token_ids_only
 
     def shutdown(self) -> None:
         """Forget the server (it keeps running: whoever started it stops it)."""

@@ -220,12 +220,7 @@ class MemorySampler:
 
 def sampler_for_pair(pair, gpu: bool) -> MemorySampler:
     """A sampler over the pair's engine processes; on a GPU, each engine's own devices where it has them."""
-    devices = {}
-    for role, engine in pair.engines.items():
-        env = getattr(getattr(engine, "settings", None), "env", None) or {}
-        visible = env.get("CUDA_VISIBLE_DEVICES")
-        if visible:
-            devices[role] = [int(d) for d in visible.split(",") if d.strip().isdigit()]
+    devices = {role: list(engine.devices) for role, engine in pair.engines.items() if engine.devices}
     return MemorySampler(pair.process_ids, gpu=gpu, devices_by_role=devices, kv_usage=lambda: kv_usage_of(pair))
 
 

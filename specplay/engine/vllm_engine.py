@@ -1,7 +1,9 @@
-"""One vLLM AsyncLLM engine: start, warm up, stream per-step chunks, per-engine spec-decode counters, and
-each request's own counters where the installed vLLM reports them.
+"""The in-process backend (engine.base.Backend): one vLLM AsyncLLM engine in this process: start, stream
+per-step chunks, per-engine spec-decode counters, and each request's own counters where the installed vLLM
+reports them.
 
-This is the only module that imports vLLM; everything above it sees the plain data in `events`.
+The only module that runs vLLM; engine.probes also imports it, to ask what the installed vLLM accepts.
+Everything above the engine layer sees the plain data in `core.events` and `engine.base`.
 """
 
 from __future__ import annotations
@@ -11,19 +13,15 @@ import dataclasses
 import os
 import time
 from contextlib import contextmanager
-from typing import AsyncIterator, NamedTuple
+from typing import AsyncIterator
 
 from specplay.core.events import EngineSettings, GenerationRequest, SpecDecodeCounters
 from specplay.core.hardware import pin_process
 from specplay.engine import processes
-
-
-class EngineStartError(RuntimeError):
-    """vLLM could not build or start this engine; the message says which engine and why."""
-
-
-class PromptError(ValueError):
-    """The prompt can't be run as given (empty, too long for max_model_len); safe to show to users."""
+from specplay.engine.base import (  # noqa: F401 (PromptError: the tests' old import path)
+    Chunk, EngineInfo, EngineStartError, PromptError, checked_prompt_ids,
+)
+from specplay.engine.probes import PER_REQUEST_METRICS_ARG, supports_per_request_metrics, vllm_facts
 
 
 class _CountersLogger:
@@ -74,24 +72,9 @@ def _model_runner(config, facts=None) -> str | None:
         return None
     if v2 is None and config is not None:
         if facts is None:
-            from specplay.engine.probes import vllm_facts
-
             facts = vllm_facts()
         return "v2" if facts is not None and facts.has_v2_runner and not facts.has_v1_runner else None
     return None if v2 is None else ("v2" if v2 else "v1")
-
-
-# vLLM >= 0.29: AsyncEngineArgs(per_request_spec_decode_metrics="summary") puts a RequestSpecDecodeMetrics
-# (acceptance histogram, draft tokens) on each finished request's CompletionOutput.spec_decode_metrics.
-PER_REQUEST_METRICS_ARG = "per_request_spec_decode_metrics"
-
-
-def supports_per_request_metrics(engine_args_cls) -> bool:
-    """Whether this vLLM can report spec-decode acceptance per request: the engine argument exists (a
-    feature test, not a version test; vLLM 0.26 has no such field)."""
-    if dataclasses.is_dataclass(engine_args_cls):
-        return PER_REQUEST_METRICS_ARG in {f.name for f in dataclasses.fields(engine_args_cls)}
-    return hasattr(engine_args_cls, PER_REQUEST_METRICS_ARG)
 
 
 def request_counters(completion) -> SpecDecodeCounters | None:
@@ -108,27 +91,6 @@ def request_counters(completion) -> SpecDecodeCounters | None:
         return None
 
 
-EMPTY_PROMPT = "The prompt is empty: type something for both engines to answer."
-
-
-def checked_prompt_ids(request: GenerationRequest, template_ids, max_model_len: int,
-                       whose: str = "this preset's") -> list[int]:
-    """The ids both engines get (in-process or servers): the request's own, or its text through
-    `template_ids`; refused when empty or too long for `max_model_len` (0: not known)."""
-    if request.prompt_token_ids is not None:
-        ids = [int(t) for t in request.prompt_token_ids]
-    elif not request.prompt.strip():
-        raise PromptError(EMPTY_PROMPT)
-    else:
-        ids = [int(t) for t in template_ids(request.prompt)]
-    if not ids:
-        raise PromptError(EMPTY_PROMPT)
-    if max_model_len and len(ids) + request.max_tokens > max_model_len:
-        raise PromptError(f"The prompt is {len(ids)} tokens; with max tokens {request.max_tokens} that exceeds "
-                          f"{whose} max_model_len of {max_model_len}. Shorten the prompt or lower max tokens.")
-    return ids
-
-
 # How long vLLM lets an engine-core process (and it, its worker) end after SIGTERM before killing it:
 # this variable where the settings set it, else vLLM's default for a shutdown without a timeout.
 GRACE_ENV = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
@@ -137,20 +99,6 @@ VLLM_DEFAULT_GRACE_S = 5.0
 # Top candidates per generated token (SamplingParams.logprobs): at the first divergence they tell a near-tie
 # (bf16 rounding, a sampled token) from a bug.
 TOP_LOGPROBS = 5
-
-
-class Chunk(NamedTuple):
-    """One engine step of one request as streamed (RequestOutputKind.DELTA). `counters`: on the request's
-    last chunk, its own spec-decode counters where vLLM reports them (request_counters), else None.
-    `logprobs`: per new token, its top candidates as ((token text, logprob), ...), most likely first; None
-    where the backend doesn't report them."""
-
-    token_ids: list[int]
-    text: str
-    finished: bool
-    finish_reason: str | None
-    counters: SpecDecodeCounters | None = None
-    logprobs: tuple | None = None
 
 
 def top_logprobs(positions, limit: int = TOP_LOGPROBS) -> tuple | None:
@@ -254,25 +202,27 @@ class Engine:
         self.max_model_len = self._llm.model_config.max_model_len
         self.load_seconds = time.monotonic() - t0
 
-    def info(self) -> dict:
+    def info(self) -> EngineInfo:
         """How vLLM resolved this engine's configuration (read from its config, not from a table of
         versions): whether it got async scheduling, its dtype, its speculative method and k, and whether
         vLLM reports its acceptance per request (else a run's acceptance is the stat logger's delta)."""
         config = getattr(self._llm, "vllm_config", None)
         if config is None:
-            return {}
+            return EngineInfo()
         spec = config.speculative_config
-        return {
-            "async_scheduling": bool(getattr(config.scheduler_config, "async_scheduling", False)),
-            "model_runner": self.model_runner,
-            "dtype": str(config.model_config.dtype).removeprefix("torch."),
-            "method": getattr(spec, "method", None) if spec is not None else None,
-            "num_speculative_tokens": spec.num_speculative_tokens if spec is not None else None,
-            "per_request_metrics": self.per_request_metrics if spec is not None else None,
-        }
+        return EngineInfo(
+            async_scheduling=bool(getattr(config.scheduler_config, "async_scheduling", False)),
+            model_runner=self.model_runner,
+            dtype=str(config.model_config.dtype).removeprefix("torch."),
+            method=getattr(spec, "method", None) if spec is not None else None,
+            num_speculative_tokens=spec.num_speculative_tokens if spec is not None else None,
+            per_request_metrics=self.per_request_metrics if spec is not None else None,
+        )
 
     def counters(self) -> SpecDecodeCounters:
         return self._counters.snapshot() if self._counters else SpecDecodeCounters()
+
+    live_counters = counters  # in memory: as quick on the pair's loop as anywhere
 
     def kv_cache_usage(self) -> float | None:
         """The share (0-1) of this engine's KV cache in use at its scheduler's last step (what vLLM exports
@@ -323,6 +273,17 @@ class Engine:
 
     def is_alive(self) -> bool:
         return self._llm is not None and not getattr(self._llm, "errored", False)
+
+    check_alive = is_alive  # vLLM's own flag: nothing to ask
+
+    @property
+    def token_ids_only(self) -> bool:
+        return bool(self.settings.engine_args.get("skip_tokenizer_init"))
+
+    @property
+    def devices(self) -> tuple[int, ...]:
+        visible = self.settings.env.get("CUDA_VISIBLE_DEVICES") or ""
+        return tuple(int(d) for d in str(visible).split(",") if d.strip().isdigit())
 
     @property
     def stop_grace_s(self) -> float:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE, RunFinished
-from specplay.engine.vllm_engine import PromptError
+from specplay.engine.base import PromptError
 from specplay.page import views
 from specplay.page.cancel import CancelRegistry
 from specplay.page import charts

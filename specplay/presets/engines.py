@@ -116,7 +116,7 @@ def serve_model(ref: str) -> str:
 
 def _per_request_flag(per_request: bool | None) -> bool:
     if per_request is None:
-        from specplay.engine.remote import server_supports_per_request_metrics
+        from specplay.engine.probes import per_request_metrics_supported as server_supports_per_request_metrics
 
         return server_supports_per_request_metrics()
     return per_request

@@ -18,7 +18,7 @@ from pathlib import Path
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE
 from specplay.core.hardware import detect
 from specplay.core.paths import CACHE_DIR
-from specplay.engine.remote import server_supports_per_request_metrics
+from specplay.engine.probes import per_request_metrics_supported as server_supports_per_request_metrics
 from specplay.presets.catalog import engine_settings
 from specplay.presets.engines import cli_flags, serve_model
 from specplay.run.pairs import prepare

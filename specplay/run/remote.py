@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.engine.pair import EnginePair
-from specplay.engine.remote import RemoteSettings
-from specplay.engine.vllm_engine import EngineStartError
+from specplay.engine.backends import RemoteSettings
+from specplay.engine.base import EngineStartError
 
 # Text both tokenizers must split alike: words, digits, punctuation, a multi-byte character.
 TOKENIZER_PROBE = "Speculative decoding: 1234 tokens, verified in one pass — ¿sí?"

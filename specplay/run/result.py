@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.trace import EngineTrace, _round
+from specplay.engine.base import EngineInfo
 from specplay.run.comparison import Comparison, divergence_candidates, divergence_context
 from specplay.run.noise import Noise, noise_of
 from specplay.run.steps import StepDetail, acceptance_histogram, step_detail
@@ -80,7 +81,7 @@ class RunResult:
     speculative: EngineResult
     counters: SpecDecodeCounters
     acceptance_source: str | None
-    efficiency: float | None
+    speedup_per_acceptance_length: float | None
     divergence_context: dict | None = None
     # at the first divergence, per role: [[token text, logprob], ...], most likely first (where reported)
     divergence_candidates: dict | None = None
@@ -88,7 +89,8 @@ class RunResult:
     cancelled: bool = False
     # what the caller knows
     preset: str | None = None
-    engines: dict = dataclasses.field(default_factory=dict)  # per role: how vLLM resolved it (engine_info)
+    # per role: how vLLM resolved it (EnginePair.engine_info); a JSON object given is read as an EngineInfo
+    engines: dict[str, EngineInfo] = dataclasses.field(default_factory=dict)
     load_seconds: dict | None = None  # the CLI's: per role, seconds its engine took to start
     run_id: str | None = None  # the page's: numbered on the pair in the order runs start
     request: RequestInfo | None = None  # the page's
@@ -97,6 +99,11 @@ class RunResult:
     noise: Noise | None = None
     # the speculative engine's verification steps, reconstructed (specplay.run.steps); needs the preset
     step_detail: StepDetail | None = None
+
+    def __post_init__(self):
+        typed = {role: info if isinstance(info, EngineInfo) else EngineInfo.from_json(info)
+                 for role, info in (self.engines or {}).items()}
+        object.__setattr__(self, "engines", typed)
 
     @classmethod
     def of(cls, comparison: Comparison, preset=None, *, device: str = "cpu", engines: dict | None = None,
@@ -116,7 +123,7 @@ class RunResult:
             tokens_per_step_ratio=c.tokens_per_step_ratio, step_cost_ratio=c.step_cost_ratio,
             schedule=None if c.schedule is None else str(c.schedule), prompt_tokens=len(c.prompt_token_ids),
             baseline=EngineResult.of(c.baseline), speculative=EngineResult.of(c.speculative),
-            counters=c.counters, acceptance_source=c.counters_source, efficiency=c.efficiency,
+            counters=c.counters, acceptance_source=c.counters_source, speedup_per_acceptance_length=c.speedup_per_acceptance_length,
             divergence_context=(divergence_context(c.baseline.token_ids, c.speculative.token_ids, index, c.decode)
                                 if index is not None and c.decode is not None else None),
             divergence_candidates=divergence_candidates(c.baseline, c.speculative, index),
@@ -141,11 +148,14 @@ class RunResult:
     def side(self, role: str) -> EngineResult:
         return self.baseline if role == BASELINE else self.speculative
 
+    def engine(self, role: str) -> EngineInfo:
+        return self.engines.get(role) or EngineInfo()
+
     def model_runner(self, role: str) -> str | None:
-        return (self.engines.get(role) or {}).get("model_runner")
+        return self.engine(role).model_runner
 
     def async_scheduling(self, role: str) -> bool | None:
-        return (self.engines.get(role) or {}).get("async_scheduling")
+        return self.engine(role).async_scheduling
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -185,7 +195,10 @@ class RunResult:
             "mean_acceptance_length": _round(c.mean_acceptance_length, 3),
             "accepted_per_position": list(c.accepted_per_position),
             "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens, "num_accepted": c.num_accepted_tokens,
-            "acceptance_source": self.acceptance_source, "efficiency": _round(self.efficiency, 3),
+            "acceptance_source": self.acceptance_source,
+            "speedup_per_acceptance_length": _round(self.speedup_per_acceptance_length, 3),
+            # the old name, kept for one release (CHANGELOG.md); read speedup_per_acceptance_length
+            "efficiency": _round(self.speedup_per_acceptance_length, 3),
             "acceptance_histogram": self.acceptance_histogram,  # vLLM's: [j] = steps that accepted j drafts
             # per decode step: {start, tokens, accepted, drafted, proposed, target_token, seconds} (None: unknown)
             "step_detail": [s.to_json() for s in self.step_detail.steps] if self.step_detail else None,
@@ -213,6 +226,6 @@ class RunResult:
             out["request"] = dataclasses.asdict(self.request)
         if self.load_seconds is not None:
             out["load_seconds"] = self.load_seconds
-        out["engines"] = self.engines
+        out["engines"] = {role: info.to_json() for role, info in self.engines.items()}
         out["explanation"] = self.explanation
         return out

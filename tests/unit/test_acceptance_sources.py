@@ -64,6 +64,8 @@ class _FakeSpecEngine:
     def counters(self):
         return self.total
 
+    live_counters = counters
+
     def prompt_token_ids(self, request):
         return [1, 2, 3]
 

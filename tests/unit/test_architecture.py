@@ -135,3 +135,65 @@ def test_no_import_cycles_between_modules():
     for start in sorted(graph):
         if state.get(start) is None and (cycle := visit(start, [start])):
             pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+# The engine layer's backends (engine.base.Backend): each one module, registered in engine.backends.
+BACKEND_MODULES = ("specplay.engine.vllm_engine", "specplay.engine.remote")
+# What a backend may import from its own layer: the contract and the helpers that aren't backends.
+BACKEND_MAY_IMPORT = ("specplay.engine.base", "specplay.engine.processes", "specplay.engine.probes",
+                      "specplay.engine.vllm_facts")
+
+
+def all_imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Every specplay module `path` imports, at its top or lazily inside a function: `from a.b import c`
+    counts a.b.c where that is a module."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                module = ".".join(name.split(".")[: -node.level] + ([module] if module else []))
+            submodules = {f"{module}.{alias.name}" for alias in node.names} & known
+            found |= submodules or {module}  # `from a import b` of a module b: a.b, not a's __init__
+    return {t for t in found if t in known}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = dict(modules())
+    return {name: all_imports(path, name, set(paths)) - {name} for name, path in paths.items()}
+
+
+def test_backends_import_only_the_contract_and_helpers_of_their_layer():
+    graph = import_graph()
+    wrong = [f"{backend} imports {target}" for backend in BACKEND_MODULES for target in sorted(graph[backend])
+             if target.startswith("specplay.engine") and target not in BACKEND_MAY_IMPORT]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_outside_the_engine_layer_imports_a_backend():
+    """The layers above take errors and types from engine.base and settings from engine.backends."""
+    wrong = [f"{name} imports {target}" for name, targets in import_graph().items() for target in sorted(targets)
+             if target in BACKEND_MODULES and package_of(name) != "specplay.engine"]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycle_even_through_lazy_imports():
+    """A lazy import inside a function hides a cycle from the interpreter, not from the design: none."""
+    graph = import_graph()
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if state.get(target) is None and (cycle := visit(target, path + [target])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):  # the first cycle found (the search stops there: its path is left marked)
+        if state.get(start) is None and (cycle := visit(start, [start])):
+            pytest.fail("import cycle: " + " -> ".join(cycle))

@@ -14,6 +14,7 @@ from specplay.core.events import (
 from specplay.page import charts
 from specplay.page import views
 from specplay.run.result import RunResult
+from specplay.engine.base import EngineInfo
 from tests.ui_fixtures import comparison_of, run_with_acceptance, synthetic_events
 
 
@@ -199,7 +200,8 @@ COMPARE_KEYS = {"identical", "first_divergence", "speedup", "tokens_per_step_rat
 ENGINE_KEYS = {"text", "token_ids", "ttft_s", "tokens_per_s", "steps", "steps_source", "step_sizes", "step_seconds",
                "tokens_per_step", "finish_reason"}
 SPEC_KEYS = ENGINE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",
-                           "num_draft_tokens", "num_accepted", "acceptance_source", "efficiency",
+                           "num_draft_tokens", "num_accepted", "acceptance_source",
+                           "speedup_per_acceptance_length", "efficiency",  # the old name, one more release
                            "acceptance_histogram", "step_detail", "step_detail_note"}
 
 
@@ -207,7 +209,7 @@ def test_compare_json_keys_and_values_are_pinned():
     from specplay.presets.catalog import get_preset
 
     _, c = run_with_acceptance()
-    engines = {BASELINE: {"async_scheduling": False}, SPECULATIVE: {"async_scheduling": False}}
+    engines = {BASELINE: EngineInfo(async_scheduling=False), SPECULATIVE: EngineInfo(async_scheduling=False)}
     result = RunResult.of(c, get_preset("smollm2-ngram"), device="cpu", engines=engines,
                           load_seconds={BASELINE: 1.0, SPECULATIVE: 2.0})
     out = json.loads(json.dumps(result.to_json()))
@@ -224,9 +226,11 @@ def test_compare_json_keys_and_values_are_pinned():
     assert spec["tokens_per_s"] == 5.33
     assert (spec["num_drafts"], spec["num_draft_tokens"], spec["num_accepted"]) == (3, 12, 5)
     assert spec["acceptance_rate"] == 0.4167 and spec["mean_acceptance_length"] == 2.667
-    assert spec["accepted_per_position"] == [2, 2, 1, 0] and spec["efficiency"] == 1.0
+    assert spec["accepted_per_position"] == [2, 2, 1, 0] and spec["speedup_per_acceptance_length"] == 1.0
+    assert spec["efficiency"] == spec["speedup_per_acceptance_length"]  # the old key, kept for one release
     assert spec["acceptance_source"] == "engine delta"
-    assert out["load_seconds"] == {BASELINE: 1.0, SPECULATIVE: 2.0} and out["engines"] == engines
+    assert out["load_seconds"] == {BASELINE: 1.0, SPECULATIVE: 2.0}
+    assert out["engines"] == {role: info.to_json() for role, info in engines.items()}
     assert out["explanation"].startswith("Speculation pays (2.67×)")
     # a stopped run adds error and cancelled; the page's result adds its run id and request
     stopped = RunResult.of(comparison_of(synthetic_events([1], [[1]], cancelled=True)), "p")

@@ -24,6 +24,8 @@ class _FakeEngine:
     stopped (SIGSTOP) while the pair warmed it up."""
 
     hang = False
+    token_ids_only = False  # engine/base.Backend's fields the pair and its memory sampler read
+    devices: tuple[int, ...] = ()
 
     def __init__(self, settings):
         self.settings, self.pids, self.load_seconds, self.stopped = settings, [], 0.0, False
@@ -36,6 +38,8 @@ class _FakeEngine:
 
     def counters(self):
         return SpecDecodeCounters()
+
+    live_counters = counters
 
     async def stream(self, request_id, ids, request):
         if self.hang:
