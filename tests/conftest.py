@@ -126,7 +126,12 @@ def pytest_collection_modifyitems(session, config, items):
         if tier:
             item.add_marker(tier)
     items.sort(key=suite_order)  # stable: file order among equal keys
-    config._playground_needs_app = any(suite_order(item)[0] == 1 for item in items)
+
+
+def pytest_collection_finish(session):
+    # Read off the tests that will run, after -m/-k deselected theirs (this file's modifyitems runs before
+    # them), and only those on the app: the quick tier loaded the app's engines behind it for nothing.
+    session.config._playground_needs_app = any("app" in getattr(item, "fixturenames", ()) for item in session.items)
 
 
 def pytest_runtest_setup(item):
