@@ -17,7 +17,8 @@ Definitions (documented in the README):
 - acceptance_rate, mean_acceptance_length: from the speculative request's counters, as vLLM defines them:
   vLLM's per-request metrics where it has them (acceptance_source "per-request"), else the difference of
   the engine's stat-logger counters over the run ("engine delta").
-- efficiency: speedup / mean acceptance length, the share of acceptance's promised gain delivered.
+- speedup_per_acceptance_length: speedup / mean acceptance length, the share of acceptance's promised gain
+  delivered (named "efficiency" before; vLLM's old "system efficiency" meant something else).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class Comparison:
         return s / b if b and s else None
 
     @property
-    def efficiency(self) -> float | None:
+    def speedup_per_acceptance_length(self) -> float | None:
         mal = self.counters.mean_acceptance_length
         return self.speedup / mal if self.speedup and mal else None
 

@@ -197,7 +197,7 @@ class RunResult:
             "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens, "num_accepted": c.num_accepted_tokens,
             "acceptance_source": self.acceptance_source,
             "speedup_per_acceptance_length": _round(self.speedup_per_acceptance_length, 3),
-            # the old name, kept for one release (CHANGELOG.md); read speedup_per_acceptance_length
+            # the old name, kept for one release (docs/metrics.md); read speedup_per_acceptance_length
             "efficiency": _round(self.speedup_per_acceptance_length, 3),
             "acceptance_histogram": self.acceptance_histogram,  # vLLM's: [j] = steps that accepted j drafts
             # per decode step: {start, tokens, accepted, drafted, proposed, target_token, seconds} (None: unknown)

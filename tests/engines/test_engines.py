@@ -49,7 +49,7 @@ def test_ngram_drafts_on_a_rewrite(ngram_pair):
     assert max(c.speculative.step_sizes) > 1
     result = _json(c)
     assert result["speculative"]["num_accepted"] == c.counters.num_accepted_tokens
-    assert result["speedup"] is not None and result["speculative"]["efficiency"] is not None
+    assert result["speedup"] is not None and result["speculative"]["speedup_per_acceptance_length"] is not None
     assert result["speedup"] == pytest.approx(result["tokens_per_step_ratio"] / result["step_cost_ratio"], rel=0.02)
     assert len(result["speculative"]["accepted_per_position"]) == 4  # sized from k, every position reported
 
@@ -223,7 +223,7 @@ def test_cli_compare_json_has_every_field(ngram_pair, capsys):
     assert quoted and abs(float(quoted.group(1)) - result["speedup"]) <= 0.0051, result["explanation"]
     spec = result["speculative"]
     for key in ("acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",
-                "num_draft_tokens", "num_accepted", "efficiency"):
+                "num_draft_tokens", "num_accepted", "speedup_per_acceptance_length"):
         assert key in spec, key
     assert spec["num_accepted"] <= spec["num_draft_tokens"]
     assert result["load_seconds"]["baseline"] > 0 and result["load_seconds"]["speculative"] > 0
