@@ -25,7 +25,9 @@ from specplay.presets.catalog import Preset
 from specplay.presets.engines import serve_texts
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
-RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live")
+RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live", "runs_btn")
+# What a failed run event sets back (its last frame never came)
+IDLE_BUTTONS = ("run_btn", "runs_btn", "stop_btn", "replay_btn")
 # What the status poll redraws on this tab when the engines' state or the preset changes.
 STATUS_OUTPUTS = ("run_btn", "runs_btn", "serve_b", "serve_s", "max_tokens", "legend", "prompt", "examples_text",
                   "examples_ids")
@@ -177,18 +179,20 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
 
     replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "runs_btn", "replay_btn"))
     # Run, or Shift+Enter in the prompt (Gradio submits a multi-line Textbox on Shift+Enter): one event
-    gr.on(
+    ran = gr.on(
         [tab["run_btn"].click, tab["prompt"].submit], run, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
-        outputs=tab.list(RUN_OUTPUTS + ("runs_btn", "share_link")), api_name="run", concurrency_limit=1, concurrency_id="engines",
+        outputs=tab.list(RUN_OUTPUTS), api_name="run", concurrency_limit=1, concurrency_id="engines",
         # "full": a waiting visitor sees "queue: 2/5 | 3.1s" on the badge until the run starts ("minimal"
         # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
         show_progress="full", show_progress_on=[tab["badge"]],
-    ).then(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
-           show_progress="hidden")
+    )
+    ran.then(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
+             show_progress="hidden")
     # "Run 3×": one queued event in the runs' group (the guard's one pending event a session covers it)
-    tab["runs_btn"].click(run_series, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
-                          outputs=tab.list(RUN_OUTPUTS + ("runs_btn", "share_link")), api_name="run_series", concurrency_limit=1,
-                          concurrency_id="engines", show_progress="full", show_progress_on=[tab["badge"]])
+    series = tab["runs_btn"].click(run_series, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
+                                   outputs=tab.list(RUN_OUTPUTS), api_name="run_series", concurrency_limit=1,
+                                   concurrency_id="engines", show_progress="full", show_progress_on=[tab["badge"]])
+    wire_failed_runs(tab, place, (ran, series))
     tab["replay_btn"].click(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private",
                             concurrency_limit=None, show_progress="hidden")
 
@@ -200,6 +204,21 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
 
     # not queued: Stop must work when the queue is full of waiting runs
     tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
+
+
+def wire_failed_runs(tab: Section, place: RunPlace, events) -> None:
+    """A run event that failed in the browser (its stream lost, or ended by the guard as a session that wasn't
+    reading) never sent its last frame, and Gradio's browser code runs no .then() after a failure: the
+    buttons come back here, or the page stays busy for good (seen on real CPU engines: issue 31, Esc)."""
+
+    def idle():
+        ready = place.manager.pair is not None
+        return tab.out({"run_btn": gr.update(interactive=ready), "runs_btn": gr.update(interactive=ready),
+                        "stop_btn": gr.update(interactive=False), "replay_btn": gr.update(interactive=False)})
+
+    for event in events:
+        event.failure(idle, outputs=tab.list(IDLE_BUTTONS), queue=False, api_visibility="private",
+                      show_progress="hidden")
 
 
 # What a shared run leaves out (page/share.py): the session's history and its private file links

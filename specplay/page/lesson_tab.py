@@ -12,7 +12,7 @@ import gradio as gr
 
 from specplay.lesson.load import Lesson
 from specplay.page.compare_run import RunPlace, run_comparison
-from specplay.page.compare_tab import RUN_OUTPUTS
+from specplay.page.compare_tab import RUN_OUTPUTS, wire_failed_runs
 from specplay.page.live_run import exports
 from specplay.page.section import Section
 from specplay.page.session import session_id
@@ -182,9 +182,10 @@ def wire_lesson(tab: Section, compare: Section, tabs, place: RunPlace, lesson: L
             mine = {tab[k.split(":", 1)[1]]: v for k, v in values.items() if k.startswith("lesson:")}
             yield {**compare.out({k: v for k, v in values.items() if not k.startswith("lesson:")}), **mine}
 
-    tab["run"].click(run, inputs=[tab["steps"], compare["schedule"], compare["history"], tab["answered"]],
-                     outputs=compare.list(RUN_OUTPUTS) + tab.list(LESSON_OUTPUTS), api_name="lesson_step",
-                     concurrency_limit=1, concurrency_id="engines", show_progress="hidden")
+    stepped = tab["run"].click(run, inputs=[tab["steps"], compare["schedule"], compare["history"], tab["answered"]],
+                               outputs=compare.list(RUN_OUTPUTS) + tab.list(LESSON_OUTPUTS), api_name="lesson_step",
+                               concurrency_limit=1, concurrency_id="engines", show_progress="hidden")
+    wire_failed_runs(compare, place, (stepped,))  # its last frame lost: the Compare tab's buttons come back
 
     def stop(request: gr.Request):
         place.registry.cancel(session_id(request))

@@ -30,8 +30,9 @@ REPLAY_MAX_S = 30.0  # a longer replay is sped up to fit, and says so
 
 # What a run writes on the page, in the order the `run` route lists them (the API returns these, in this
 # order; the buttons and the session's history State are page-only and come after: Gradio's API leaves them out).
+# The last, the page's "Link to this run" box, is emptied by each run: a link names the run it was made for.
 API_OUTPUTS = ("error", "badge", "explain", "pane_b", "pane_s", "summary", "fig_rate", "fig_accept", "fig_mem",
-               "history_df", "history_file", "result", "result_file", "summary_md")
+               "history_df", "history_file", "result", "result_file", "summary_md", "share_link")
 REPLAY_OUTPUTS = ("badge", "pane_b", "pane_s", "fig_rate", "fig_accept")
 
 
