@@ -1,6 +1,6 @@
 """A third backend, for the contract's test: it echoes the prompt back, token for token, in steps of
-`tokens_per_step` tokens after the prefill's one (a speculative side: k drafts accepted, one bonus token). Everything the
-pair, the run layer and telemetry need comes from engine.base; nothing else in specplay/ knows it exists.
+`tokens_per_step` tokens after the prefill's one (a speculative side: k drafts accepted, one bonus token).
+Everything the pair, the run layer and telemetry need comes from engine.base; nothing in specplay/ knows it.
 Registered with one line: `register_backend(EchoSettings, EchoEngine)`."""
 
 from __future__ import annotations

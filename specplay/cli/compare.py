@@ -6,7 +6,7 @@ import json
 import sys
 
 from specplay.cli.base import EXIT_CODES, EXIT_OK, EXIT_RUN_ERROR, CLISubcommand, UsageError, check_runnable, stderr_log
-from specplay.core.events import BASELINE, Schedule
+from specplay.core.events import BASELINE, DEFAULT_SCHEDULE, Schedule
 
 DEMO_PROMPT = (
     "Rewrite the following paragraph in formal English, keeping every fact:\n"
@@ -114,7 +114,7 @@ class CompareCommand(CLISubcommand):
         c.add_argument("--max-tokens", type=int, default=None, help="default: the preset's")
         c.add_argument("--temperature", type=float, default=0.0)
         c.add_argument("--ignore-eos", action="store_true", help="always generate max tokens")
-        c.add_argument("--schedule", choices=[s.value for s in Schedule], default=Schedule.SEQUENTIAL.value,
+        c.add_argument("--schedule", choices=[s.value for s in Schedule], default=DEFAULT_SCHEDULE.value,
                        help="one engine after the other, each with the device to itself, as the page does "
                             "(default), or both at once (on one GPU each slows the other)")
         c.add_argument("--json", action="store_true", help="print one JSON object")

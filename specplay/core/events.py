@@ -26,6 +26,13 @@ class Schedule(enum.StrEnum):
     SEQUENTIAL = "sequential"
 
 
+# The one default, for the pair, the run layer, the CLI and the page. Measured (docs/benchmarks.md, "The page's
+# speedup"): on one GPU two engines at once slow each other, so the page's speedup fell to 0.76 of the
+# sequential comparison's (EAGLE at 8B scale); one after the other it was 0.99. On the CPU both schedules came
+# within 5% (0.97 and 0.95): sequential there too, as the one whose timings are clean by construction.
+DEFAULT_SCHEDULE = Schedule.SEQUENTIAL
+
+
 class PairState(enum.StrEnum):
     """An engine pair's life cycle (StrEnum: compares and serializes as its string)."""
 

@@ -21,8 +21,8 @@ from specplay.engine.backends import make_engine
 from specplay.engine.base import Backend, EngineInfo, EngineStartError, PromptError
 from specplay.engine.batch import BatchRunner
 from specplay.core.events import (
-    BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, EngineSettings, GenerationRequest, PairState, RunFinished,
-    RunStarted, Schedule, SpecDecodeCounters, StepEvent,
+    BASELINE, DEFAULT_SCHEDULE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE, EngineSettings, GenerationRequest, PairState,
+    RunFinished, RunStarted, Schedule, SpecDecodeCounters, StepEvent,
 )
 
 # A short prompt that repeats itself, so warm-up exercises drafting too (the n-gram proposer compiles its
@@ -203,7 +203,7 @@ class EnginePair(BatchRunner):
             raise PromptError("temperature must be 0 or more.")
         return self.engines[BASELINE].prompt_token_ids(request)
 
-    def stream(self, request: GenerationRequest, schedule: str = "concurrent",
+    def stream(self, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE,
                cancel: threading.Event | None = None) -> Iterator[RunStarted | StepEvent | RunFinished]:
         """Run `request` through both engines; yield RunStarted, then each StepEvent as it arrives
         (engines interleaved), then RunFinished. Setting `cancel` aborts both requests.
@@ -213,7 +213,7 @@ class EnginePair(BatchRunner):
     def _bounded_stream(self, request, schedule, cancel, timeout: float | None):
         """stream() with `timeout` as the deadline (None: none): a run's, or the warm-up's."""
         if schedule not in tuple(Schedule):
-            raise ValueError(f"schedule must be 'concurrent' or 'sequential', not {schedule!r}")
+            raise ValueError(f"schedule must be one of {', '.join(map(repr, map(str, Schedule)))}, not {schedule!r}")
         ids = self.prompt_token_ids(request)
         if not self._run_lock.acquire(timeout=-1 if timeout is None else timeout):
             raise EngineStartError("the engines are still busy with an earlier request")
@@ -255,7 +255,7 @@ class EnginePair(BatchRunner):
         return RunFinished(run_id, time.monotonic(), SpecDecodeCounters(), cancelled=aborted,
                            error=f"the {silent} engine stopped answering")
 
-    def run(self, request: GenerationRequest, schedule: str = "concurrent") -> list:
+    def run(self, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE) -> list:
         """All events of one run, for callers that don't stream."""
         return list(self.stream(request, schedule))
 

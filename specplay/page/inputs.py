@@ -5,7 +5,7 @@ No Gradio here (the page and its tests both use it)."""
 from __future__ import annotations
 
 
-from specplay.core.events import GenerationRequest
+from specplay.core.events import DEFAULT_SCHEDULE as _DEFAULT, GenerationRequest, Schedule
 from specplay.presets.catalog import Preset
 from specplay.presets.models import target_vocab_size as _vocab_size  # None for an uncached hub model
 
@@ -115,16 +115,13 @@ def build_request(preset: Preset, prompt: str, max_tokens, temperature) -> Gener
 
 
 # -- schedule: how the two engines share the machine during a run ----------------------------------------
-SEQUENTIAL, CONCURRENT = "sequential", "concurrent"
+SEQUENTIAL, CONCURRENT = Schedule.SEQUENTIAL.value, Schedule.CONCURRENT.value
 SCHEDULES = {SEQUENTIAL: "one after the other, then race", CONCURRENT: "both at once"}
 SCHEDULE_INFO = ("One after the other: each engine has the device to itself (clean timings), then both streams "
                  "race on one clock. Both at once: they share the device, and the timings include that.")
-# Measured (docs/benchmarks.md, "The page's speedup"): on one GPU two engines at once slow each other, so the
-# page's speedup fell to 0.76 of the sequential comparison's (EAGLE at 8B scale); one after the other it was
-# 0.99. On the CPU both schedules came within 5% (0.97 and 0.95): sequential is the default there too, as the
-# one whose timings are clean by construction. On 2 cores both workers share the core the page doesn't use
-# (core_layout), so there both at once share it, as two engines share one GPU.
-DEFAULT_SCHEDULE = {"gpu": SEQUENTIAL, "cpu": SEQUENTIAL}
+# core.events.DEFAULT_SCHEDULE on both devices (the measurements there say why). On 2 cores both workers share
+# the core the page doesn't use (core_layout), so there both at once share it, as two engines share one GPU.
+DEFAULT_SCHEDULE = {"gpu": _DEFAULT.value, "cpu": _DEFAULT.value}
 
 
 def check_schedule(schedule) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from specplay.core.events import GenerationRequest, Schedule
+from specplay.core.events import DEFAULT_SCHEDULE, GenerationRequest
 from specplay.run import stream
 from specplay.run.result import RunResult
 
@@ -15,7 +15,7 @@ class PairStartError(Exception):
     """The pair did not start (vLLM refused the config, a model is missing, ...): the cause is `__cause__`."""
 
 
-def compare_prompt(preset, request: GenerationRequest, schedule: str = Schedule.SEQUENTIAL, pair=None,
+def compare_prompt(preset, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE, pair=None,
                    opener: Callable | None = None, log: Callable = print, hardware=None,
                    step_floor_s: float | None = None) -> RunResult:
     """`request` through both engines of `pair` (started, running `preset`) or of a pair `opener()` returns
@@ -41,7 +41,7 @@ def compare_prompt(preset, request: GenerationRequest, schedule: str = Schedule.
             pair.shutdown()
 
 
-def result_on(pair, preset, request: GenerationRequest, schedule: str = Schedule.SEQUENTIAL, hardware=None,
+def result_on(pair, preset, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE, hardware=None,
               step_floor_s: float | None = None) -> RunResult:
     """One run on a started pair, typed with what the pair and the machine say (engines, load times, device)."""
     if hardware is None:

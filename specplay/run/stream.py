@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Callable, Iterator
 
-from specplay.core.events import BASELINE, GenerationRequest, RunFinished, Schedule
+from specplay.core.events import BASELINE, DEFAULT_SCHEDULE, GenerationRequest, RunFinished
 from specplay.run.comparison import Comparison
 
 
@@ -19,7 +19,7 @@ def new_comparison(pair, num_speculative_tokens: int | None = None, decode=None)
     return Comparison(decode=decode, num_speculative_tokens=num_speculative_tokens)
 
 
-def events(pair, request: GenerationRequest, schedule: str = Schedule.CONCURRENT, comparison: Comparison | None = None,
+def events(pair, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE, comparison: Comparison | None = None,
            cancel: threading.Event | None = None) -> Iterator:
     """Run `request` on `pair`, add each event to `comparison`, then yield it; ends after RunFinished.
     Raises PromptError (from the pair) before anything runs if the prompt is unusable."""
@@ -31,7 +31,7 @@ def events(pair, request: GenerationRequest, schedule: str = Schedule.CONCURRENT
             return
 
 
-def compare(pair, request: GenerationRequest, schedule: str = Schedule.CONCURRENT,
+def compare(pair, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE,
             cancel: threading.Event | None = None, on_event: Callable | None = None,
             comparison: Comparison | None = None, num_speculative_tokens: int | None = None) -> Comparison:
     """One run of `request` through both engines, to the end; `on_event(event, comparison)` after each event."""

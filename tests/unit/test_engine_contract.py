@@ -106,7 +106,28 @@ def test_engine_info_keeps_each_backends_json_keys():
 def test_a_run_result_reads_engine_info_typed_from_json_too():
     from tests.ui_fixtures import run_with_acceptance
 
-    result = RunResult.of(run_with_acceptance()[1], engines={BASELINE: {"async_scheduling": True, "model_runner": "v2"}})
+    as_json = {BASELINE: {"async_scheduling": True, "model_runner": "v2"}}
+    result = RunResult.of(run_with_acceptance()[1], engines=as_json)
     assert result.engines[BASELINE] == EngineInfo(async_scheduling=True, model_runner="v2")
     assert result.async_scheduling(BASELINE) is True and result.model_runner(BASELINE) == "v2"
     assert result.async_scheduling(SPECULATIVE) is None
+
+
+def test_one_schedule_default_for_the_pair_the_run_layer_the_cli_and_the_page():
+    """core.events.DEFAULT_SCHEDULE, defined once: the pair and run/stream said "concurrent" while the CLI and
+    the page said sequential."""
+    import argparse
+    import inspect
+
+    from specplay.cli.compare import CompareCommand
+    from specplay.core.events import DEFAULT_SCHEDULE
+    from specplay.page.inputs import DEFAULT_SCHEDULE as PAGE_DEFAULTS
+    from specplay.run.compare_prompt import compare_prompt
+
+    defaults = {f"{f.__module__}.{f.__qualname__}": inspect.signature(f).parameters["schedule"].default
+                for f in (EnginePair.stream, EnginePair.run, stream.events, stream.compare, compare_prompt)}
+    assert set(defaults.values()) == {DEFAULT_SCHEDULE}, defaults
+    parser = argparse.ArgumentParser()
+    CompareCommand().add_arguments(parser)
+    assert parser.parse_args([]).schedule == DEFAULT_SCHEDULE
+    assert set(PAGE_DEFAULTS.values()) == {DEFAULT_SCHEDULE}
