@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from specplay.core.events import PairState
 from specplay.core.hardware import Hardware, detect
 from specplay.presets.catalog import Preset
 from specplay.engine.telemetry import MemorySampler, sampler_for_pair
@@ -25,7 +26,7 @@ from specplay.engine.telemetry import MemorySampler, sampler_for_pair
 
 @dataclass(frozen=True)
 class ManagerStatus:
-    state: str  # idle | loading | ready | error
+    state: PairState  # idle | loading | ready | error: the pair's vocabulary (a StrEnum: compares as its string)
     preset: str
     message: str
     progress: float
@@ -36,7 +37,7 @@ class ManagerStatus:
     def key(self) -> tuple:
         """What the page shows, coarsely: the poller redraws only when this changes."""
         return self.state, self.preset, self.message, round(self.progress, 2), (
-            int(self.elapsed_s // 5) if self.state == "loading" and self.elapsed_s else None)
+            int(self.elapsed_s // 5) if self.state == PairState.LOADING and self.elapsed_s else None)
 
 
 class PresetNotAllowed(ValueError):
@@ -95,7 +96,7 @@ class PairManager:
         self.run_lock = threading.Lock()
         self._pair = None
         self._sampler: MemorySampler | None = None
-        self._state, self._preset, self._message, self._progress = "idle", initial, "", 0.0
+        self._state, self._preset, self._message, self._progress = PairState.IDLE, initial, "", 0.0
         self._started_at: float | None = None
         self._load_seconds: float | None = None
         self._generation = 0  # bumps on each load, so a stale loader thread can't overwrite a newer one
@@ -112,9 +113,9 @@ class PairManager:
     # -- reading ------------------------------------------------------------------------------------------
     def status(self) -> ManagerStatus:
         with self._lock:
-            elapsed = (time.monotonic() - self._started_at if self._state == "loading" and self._started_at
+            elapsed = (time.monotonic() - self._started_at if self._state == PairState.LOADING and self._started_at
                        else self._load_seconds)
-            recovering = self._recovering and self._state != "ready"
+            recovering = self._recovering and self._state != PairState.READY
             message = f"{self._cause}: {self._message}" if recovering and self._cause else self._message
             return ManagerStatus(self._state, self._preset, message, self._progress, elapsed, recovering)
 
@@ -126,7 +127,7 @@ class PairManager:
     def pair(self):
         """The ready pair, or None while loading / after a failure."""
         with self._lock:
-            return self._pair if self._state == "ready" else None
+            return self._pair if self._state == PairState.READY else None
 
     @property
     def sampler(self) -> MemorySampler | None:
@@ -147,13 +148,13 @@ class PairManager:
             raise RuntimeError("A run is in progress; switch presets when it has finished.")
         try:
             with self._lock:
-                if self._state == "loading":
+                if self._state == PairState.LOADING:
                     raise RuntimeError("Engines are already loading; wait until they are ready.")
                 old_pair, old_sampler = self._pair, self._sampler
                 self._pair = self._sampler = None
                 self._generation += 1
                 generation = self._generation
-                self._state, self._preset, self._message, self._progress = "loading", name, "starting", 0.0
+                self._state, self._preset, self._message, self._progress = PairState.LOADING, name, "starting", 0.0
                 self._started_at, self._load_seconds = time.monotonic(), None
                 self._loading = True
         finally:
@@ -199,7 +200,7 @@ class PairManager:
             with self._lock:
                 current = generation == self._generation
                 if current:
-                    self._state, self._message = "error", error_message(exc)
+                    self._state, self._message = PairState.ERROR, error_message(exc)
                     self._loading = False
             self._log(f"preset {name} failed to load: {exc}")
             if current and self._recovering:
@@ -211,7 +212,7 @@ class PairManager:
             else:
                 stale = False
                 self._pair, self._sampler = pair, sampler
-                self._state, self._message, self._progress = "ready", "ready", 1.0
+                self._state, self._message, self._progress = PairState.READY, "ready", 1.0
                 self._load_seconds = time.monotonic() - self._started_at
                 self._recovering, self._attempt = False, 0
                 self._loading = False
@@ -227,7 +228,7 @@ class PairManager:
                 return
             self._generation += 1
             generation = self._generation
-            self._state, self._loading = "error", False
+            self._state, self._loading = PairState.ERROR, False
             self._message = (f"The engines did not become ready within {self._load_timeout_s:g} s (an engine "
                              "stopped answering while loading); load the preset again to retry.")
             recovering = self._recovering
@@ -240,7 +241,7 @@ class PairManager:
         both. Retried with backoff (other users get them back). Returns the roles being reloaded (none: no
         reload)."""
         with self._lock:
-            ready = self._state == "ready" and self._pair is not None
+            ready = self._state == PairState.READY and self._pair is not None
             roles = tuple(self._pair.engines) if ready and hung else dead_roles(self._pair) if ready else ()
             cause = ("an engine stopped answering" if hung
                      else f"the {' and '.join(roles)} engine stopped" if roles else "")
@@ -268,14 +269,14 @@ class PairManager:
         delay = self._retry_delays[self._attempt]
         self._attempt += 1
         with self._lock:
-            self._state, self._message = "loading", f"reload failed; retrying in {delay:g} s"
+            self._state, self._message = PairState.LOADING, f"reload failed; retrying in {delay:g} s"
         self._log(f"preset {name}: reload failed; retry {self._attempt} in {delay:g} s")
 
         def again():
             if self._stop_watching.wait(delay) or generation != self._generation:
                 return
             with self._lock:
-                self._state = "error"  # load() refuses while "loading"
+                self._state = PairState.ERROR  # load() refuses while "loading"
             try:
                 self.load(name, wait_for_run=60, full=True)
             except RuntimeError as exc:
@@ -313,7 +314,7 @@ class PairManager:
             self._generation += 1
             pair, sampler = self._pair, self._sampler
             self._pair = self._sampler = None
-            self._state, self._message = "idle", "shut down"
+            self._state, self._message = PairState.IDLE, "shut down"
         if sampler is not None:
             sampler.stop()
         if pair is not None:

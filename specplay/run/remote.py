@@ -4,7 +4,7 @@ speculative one drafts (its /metrics has spec-decode counters) while the baselin
 
 from __future__ import annotations
 
-from specplay.core.events import BASELINE, SPECULATIVE
+from specplay.core.events import BASELINE, SPECULATIVE, PairState
 from specplay.engine.pair import EnginePair
 from specplay.engine.backends import RemoteSettings
 from specplay.engine.base import EngineStartError
@@ -43,7 +43,7 @@ class RemotePair(EnginePair):
         try:
             check_partners(self.engines[BASELINE], self.engines[SPECULATIVE])
         except EngineStartError as exc:
-            self.status.state, self.status.message = "error", str(exc)
+            self.status.state, self.status.message = PairState.ERROR, str(exc)
             raise
 
 

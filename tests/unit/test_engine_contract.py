@@ -131,3 +131,23 @@ def test_one_schedule_default_for_the_pair_the_run_layer_the_cli_and_the_page():
     CompareCommand().add_arguments(parser)
     assert parser.parse_args([]).schedule == DEFAULT_SCHEDULE
     assert set(PAGE_DEFAULTS.values()) == {DEFAULT_SCHEDULE}
+
+
+def test_one_state_vocabulary_no_state_written_as_a_bare_string():
+    """The pair's and the page manager's states are core.events.PairState members, never string literals."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "specplay"
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                pairs = (zip(target.elts, node.value.elts) if isinstance(target, ast.Tuple)
+                         and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+                wrong += [f"{path.relative_to(root.parent)}:{node.lineno}" for t, v in pairs
+                          if isinstance(t, ast.Attribute) and t.attr in ("state", "_state")
+                          and isinstance(v, ast.Constant) and isinstance(v.value, str)]
+    assert not wrong, wrong
