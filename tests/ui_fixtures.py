@@ -91,9 +91,10 @@ class FakeEngine:
 class FakePair:
     """Stands in for EnginePair on the page (UI development, fast tests): replays synthetic events."""
 
-    def __init__(self, events_for, preset=None, step_delay=0.02):
+    def __init__(self, events_for, preset=None, step_delay=0.02, load_s=0.2):
         self.events_for = events_for  # request -> list of events
         self.tag = preset
+        self.load_s = load_s  # start()'s four progress stages in all (some 50 pages in the quick tier load one)
         self.engines = {BASELINE: FakeEngine(), SPECULATIVE: FakeEngine()}
         self.status = None
         self.step_delay = step_delay
@@ -103,7 +104,7 @@ class FakePair:
         for i in range(4):
             if progress:
                 progress(f"fake loading {i}", i / 4)
-            time.sleep(0.2)
+            time.sleep(self.load_s / 4)
 
     def stream(self, request, schedule="concurrent", cancel=None):
         submitted = time.monotonic()

@@ -42,8 +42,8 @@ def test_pair_manager_loads_in_background_and_refuses_other_presets():
 
     preset = get_preset("smollm2-ngram")
     manager = PairManager({preset.name: preset}, preset.name,
-                          pair_factory=lambda p, hw, log=print: FakePair(lambda r: [], p))
-    manager.load(preset.name)
+                          pair_factory=lambda p, hw, log=print: FakePair(lambda r: [], p, load_s=2.0))
+    manager.load(preset.name)  # a 2 s load: still loading when asked at once, however busy the machine
     assert manager.status().state == "loading" and manager.pair is None
     deadline = time.monotonic() + 10
     while manager.status().state != "ready" and time.monotonic() < deadline:
