@@ -6,7 +6,7 @@ for the verdict and saves the whole page.
                                  [--max-tokens N] [--theme light|dark] [--timeout 900]
 
 Needs selenium and chromium + chromium-driver (`scripts/setup.sh --test` installs them). CHROMIUM, CHROMEDRIVER and
-CHROMIUM_LD_LIBRARY_PATH point it at another copy (the GPU machine has none: scripts/gpu/chromium-bundle.sh).
+CHROMIUM_LD_LIBRARY_PATH point it at another copy (the GPU machine has none: benchmarks/gpu/chromium-bundle.sh).
 """
 
 from __future__ import annotations

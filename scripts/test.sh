@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
-# PLAYGROUND_CPU_EAGER: engines without torch.compile start in half the time (same tokens: scripts/eager_check.py).
+# PLAYGROUND_CPU_EAGER: engines without torch.compile start in half the time (same tokens: benchmarks/eager_check.py).
 export OMP_NUM_THREADS=1 PLAYGROUND_FORCE_CPU=1 PLAYGROUND_CPU_EAGER=${PLAYGROUND_CPU_EAGER:-1}
 if [ "${1:-}" = "--quick" ]; then
   shift

@@ -108,7 +108,7 @@ def remote_pair(remote_servers):
 def test_remote_pair_is_identical_with_the_in_process_pairs_tokens_and_acceptance(remote_servers, remote_pair):
     """The launched servers run eager, as the suite's engines do (PLAYGROUND_CPU_EAGER): compiled, they took
     299 s to start on a fresh machine (torch.compile's caches cold), 40% of the suite's budget. That compiled
-    engines give the eager ones' tokens is scripts/eager_check.py's (docs/results/cpu-eager-vs-compiled.json)."""
+    engines give the eager ones' tokens is benchmarks/eager_check.py's (docs/results/cpu-eager-vs-compiled.json)."""
     c = comparison_of(remote_pair.run(REQUEST, schedule="sequential"))
     assert c.identical, c.first_divergence
     assert c.counters_source == PER_REQUEST and c.counters.num_drafts > 0

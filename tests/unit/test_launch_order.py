@@ -31,7 +31,7 @@ def test_launch_starts_the_servers_at_once_on_a_cpu_and_in_turn_on_a_gpu(monkeyp
     monkeypatch.setattr(launch_module, "server_supports_per_request_metrics", lambda: True)
     monkeypatch.setattr(launch_module, "LOG_DIR", tmp_path)
     monkeypatch.setattr(launch_module, "server_argv", lambda args, port, per_request=None, served_as=None:
-                        [sys.executable, "-c", SERVER, str(port), "1.5"])
+                        [sys.executable, "-c", SERVER, str(port), "0.5"])
     lines: list[str] = []
     servers = launch_module.launch(get_preset("smollm2-ngram"), hardware,
                                    ports={"baseline": 0, "speculative": 0}, log=lines.append, timeout_s=60)

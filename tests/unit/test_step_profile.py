@@ -1,4 +1,4 @@
-"""scripts/gpu/step_profile.py on a small trace in the torch profiler's format: decode steps split at vLLM's
+"""benchmarks/gpu/step_profile.py on a small trace in the torch profiler's format: decode steps split at vLLM's
 per-step annotation, the GPU's busy time per step as the union of its kernels, the host's launches counted."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "gpu" / "step_profile.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "step_profile.py"
 
 
 def _module():

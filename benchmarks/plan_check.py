@@ -2,7 +2,7 @@
 pair loaded, then each engine's memory read the way the page reads it (NVML per engine process on a GPU,
 RSS on the CPU). Presets sharing a target reuse the resident baseline engine.
 
-    python scripts/plan_check.py --presets dummy-llama8b-eagle-k3,dummy-llama8b-draft1b-k3 --out FILE
+    python benchmarks/plan_check.py --presets dummy-llama8b-eagle-k3,dummy-llama8b-draft1b-k3 --out FILE
 
 Goal (GPU): each engine's planned total (its gpu_memory_utilization share plus the CUDA context) within
 15% of NVML's reading.

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Driver for scripts/gpu/spec_probe.py: runs the issue-17 table, waves of engines on one GPU.
+"""Driver for benchmarks/gpu/spec_probe.py: runs the issue-17 table, waves of engines on one GPU.
 
-On the GPU machine (project root, vLLM importable; scripts/gpu/probe.sh sets the environment):
-    python3 scripts/gpu/probe_table.py --label v032 --out $OUT/h200-v032-probe.json \
+On the GPU machine (project root, vLLM importable; benchmarks/gpu/probe.sh sets the environment):
+    python3 benchmarks/gpu/probe_table.py --label v032 --out $OUT/h200-v032-probe.json \
         --wave baseline,draft-k3-v2,draft-k3-v1,draft-k3-v1-during-start,pard-k5,eagle-k3 \
         --wave eagle3-k5,pard-k8,mimo-baseline,mtp-k3,ngram-k4,ngram_gpu-k4
 Each wave starts its configs at once, one process each (small GPU share: kv_cache_memory_bytes bypasses the

@@ -1,5 +1,5 @@
-"""The named configs of scripts/gpu/spec_probe.py (the issue-17 table, `spec_probe.py --list`): target and
-speculative_config of each, on the config-only models of the project's presets and of scripts/gpu/probe-models/
+"""The named configs of benchmarks/gpu/spec_probe.py (the issue-17 table, `spec_probe.py --list`): target and
+speculative_config of each, on the config-only models of the project's presets and of benchmarks/gpu/probe-models/
 (loaded with load_format="dummy"). Plain Python: imports neither vLLM nor the project's package."""
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ TARGET_8B = preset_model("llama-3.1-8b-shaped")
 DRAFT_1B = preset_model("llama-3.2-1b-shaped")
 EAGLE = preset_model("eagle-llama3-8b-head")
 EAGLE3 = preset_model("eagle3-llama3.1-8b-head")
-PARD_1B = str(ROOT / "scripts/gpu/probe-models/pard-llama-3.2-1b-shaped")
-MIMO = str(ROOT / "scripts/gpu/probe-models/mimo-7b-mtp-shaped")
+PARD_1B = str(ROOT / "benchmarks/gpu/probe-models/pard-llama-3.2-1b-shaped")
+MIMO = str(ROOT / "benchmarks/gpu/probe-models/mimo-7b-mtp-shaped")
 # vLLM 0.34's block drafters: the presets' config-only shapes (dummy-llama8b-dflash, dummy-qwen3-8b-dspark)
 DFLASH = preset_model("dflash-llama3.1-8b-draft")
 QWEN3_8B = preset_model("qwen3-8b-shaped")

@@ -2,13 +2,13 @@
 """Plain-vLLM speculative-decoding probe: one engine config per process, decode tok/s at batch 1 and 8.
 
 Does not import the project's package. On a GPU machine with vLLM installed (project root):
-    python3 scripts/gpu/spec_probe.py --config draft-k3-v1 --out /tmp/r/draft-k3-v1.json
-    python3 scripts/gpu/spec_probe.py --list                 # the named configs (the issue-17 table)
-    python3 scripts/gpu/spec_probe.py --config pard-k5 --dry-config   # build and print the VllmConfig only
-The whole table, several engines warming up at once and measured one at a time: scripts/gpu/probe_table.py.
+    python3 benchmarks/gpu/spec_probe.py --config draft-k3-v1 --out /tmp/r/draft-k3-v1.json
+    python3 benchmarks/gpu/spec_probe.py --list                 # the named configs (the issue-17 table)
+    python3 benchmarks/gpu/spec_probe.py --config pard-k5 --dry-config   # build and print the VllmConfig only
+The whole table, several engines warming up at once and measured one at a time: benchmarks/gpu/probe_table.py.
 
 Per config: LLM(load_format="dummy") on the configs in presets/models/ (or specplay/presets/data/models/) and
-scripts/gpu/probe-models/, synthetic
+benchmarks/gpu/probe-models/, synthetic
 acceptance (speculative_config rejection_sample_method "synthetic", rates a, a², …, a = 0.7), token-id prompts
 (a random stretch repeated, so n-gram lookup finds matches), temperature 0, ignore_eos, 256 output tokens.
 One warm-up at each batch size (same prompts, same length: every shape the timed runs use), then --runs timed
@@ -151,7 +151,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--target", help="replace the config's target model folder (e.g. a tiny config for a CPU test)")
     ap.add_argument("--draft", help="replace the config's speculative_config model folder")
     ap.add_argument("--profile-dir", help="after the timed runs, one batch-1 run of --profile-tokens under vLLM's "
-                    "torch profiler (profiler_config), trace written here (scripts/gpu/step_profile.py reads it)")
+                    "torch profiler (profiler_config), trace written here (benchmarks/gpu/step_profile.py reads it)")
     ap.add_argument("--profile-tokens", type=int, default=64)
     return ap.parse_args()
 

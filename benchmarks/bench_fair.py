@@ -13,7 +13,7 @@ For each prompt, round and layout it runs the app's /run (sequential schedule, e
 streamed as for a browser) and pair.stream(schedule="sequential") with nothing rendering (the in-process
 reference), order rotated. Goal: the page's speedup within 5% of the reference, whatever the layout.
 
-    python scripts/bench_fair.py [--prompts examples,code:1] [--rounds 2] [--max-tokens 96]
+    python benchmarks/bench_fair.py [--prompts examples,code:1] [--rounds 2] [--max-tokens 96]
 
 Writes docs/results/cpu-page-fair-smollm2-ngram.json (or --out) and prints a markdown table.
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 ALL = (0, 1)
 # layout: (app and schedulers, baseline worker, speculative worker)
 LAYOUTS = {"split": (ALL, (0,), (1,)), "split-swapped": (ALL, (1,), (0,)),
@@ -42,7 +42,7 @@ PATHS = ("app", "direct")
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default=None)
-    p.add_argument("--prompts", default="examples,code:1", help="as scripts/bench_prompts.py --prompts")
+    p.add_argument("--prompts", default="examples,code:1", help="as benchmarks/bench_prompts.py --prompts")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--layouts", default=",".join(LAYOUTS))

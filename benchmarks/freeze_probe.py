@@ -1,7 +1,7 @@
 """Does this host freeze while CPU engines run? Serve the page (`app.py`, one preset), start one long run, and
 meanwhile time a plain `sleep(0.02)` loop pinned to each core, plus one at nice -10 on the app's core. A loop
 that wakes late by seconds, at any priority, means the core itself stopped (the VM's vCPU), not the scheduler.
-  .venv/bin/python scripts/freeze_probe.py [--preset smollm2-ngram] [--seconds 40] [--out FILE.json]
+  .venv/bin/python benchmarks/freeze_probe.py [--preset smollm2-ngram] [--seconds 40] [--out FILE.json]
 Prints one JSON object: per loop the worst wake-up delay and every delay over 0.3 s (start, length)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a decode step's time goes, from the traces of vLLM's torch profiler (`spec_probe.py --profile-dir`).
 
-    python3 scripts/gpu/step_profile.py PROFILE_DIR [--out summary.json]
+    python3 benchmarks/gpu/step_profile.py PROFILE_DIR [--out summary.json]
 
 PROFILE_DIR holds one folder per probe config (spec_probe.py writes PROFILE_DIR/NAME/), each with the
 worker's trace (*.json.gz). Decode steps are split at vLLM's per-step annotation

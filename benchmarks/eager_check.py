@@ -3,7 +3,7 @@
 took 299 s to start on a fresh machine), while the page and `vllm serve` run compiled. This runs the same
 prompts through one preset's pair both ways, each in a process of its own, and compares every token.
 
-    .venv/bin/python scripts/eager_check.py [--preset smollm2-ngram] [--n 2] [--max-tokens 48] [--out FILE.json]
+    .venv/bin/python benchmarks/eager_check.py [--preset smollm2-ngram] [--n 2] [--max-tokens 48] [--out FILE.json]
 
 Exit status 0 when every prompt's tokens agree on both engines both ways, 1 otherwise."""
 
@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     same = all(v["baseline"] and v["speculative"] for v in prompts.values())
     result = {"preset": args.preset, "max_tokens": args.max_tokens, "all_identical": same,
               "start_s": {"eager": eager["start_s"], "compiled": compiled["start_s"]}, "prompts": prompts,
-              "command": "python scripts/eager_check.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+              "command": "python benchmarks/eager_check.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:

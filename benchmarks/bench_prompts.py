@@ -2,7 +2,7 @@
 whether the outputs are identical over their full length, the speedup, its two factors and the page's
 one-sentence explanation. Used to check a preset on a device (e.g. the SmolLM2 presets in bf16 on a GPU).
 
-    python scripts/bench_prompts.py --presets smollm2-ngram,smollm2-layerskip-draft \
+    python benchmarks/bench_prompts.py --presets smollm2-ngram,smollm2-layerskip-draft \
         --prompts examples,code:3,chat:3,rewrite:2,qa:2 --max-tokens 512 --out docs/results/x.json
 
 `examples` are the page's example prompts; `NAME:N` takes the first N prompts of a shipped workload;

@@ -2,8 +2,8 @@
 same engines driven directly (a bare AsyncLLM.generate loop, no pair thread or queue), plus load time and
 memory per engine. Presets sharing a target reuse the resident baseline engine.
 
-  python scripts/bench_presets.py --presets smollm2-ngram --out docs/results/cpu.json
-  python scripts/bench_presets.py --presets dummy-llama8b-draft1b-k3,dummy-llama8b-eagle-k3 --out docs/results/h200.json
+  python benchmarks/bench_presets.py --presets smollm2-ngram --out docs/results/cpu.json
+  python benchmarks/bench_presets.py --presets dummy-llama8b-draft1b-k3,dummy-llama8b-eagle-k3 --out docs/results/h200.json
 
 Timings use the sequential schedule (baseline, then speculative), so neither engine slows the other;
 each figure is the median over --repeats runs after one discarded warm run.

@@ -1,9 +1,9 @@
 #!/bin/bash
 # The GPU measurements behind docs/benchmarks.md's "vLLM 0.26 against 0.32" and "Tensor parallel 2", for one
 # installed vLLM; each engine measured alone (sequential schedule). On the GPU machine, project root:
-#   scripts/gpu/versions.sh LABEL PYTHONPATH OUTDIR PART...
-#   scripts/gpu/versions.sh v032 /tmp/site32:/tmp/site /tmp/r/v032 dummy smollm2     # one GPU
-#   scripts/gpu/versions.sh v032 /tmp/site32:/tmp/site /tmp/r/v032 tp2               # two GPUs
+#   benchmarks/gpu/versions.sh LABEL PYTHONPATH OUTDIR PART...
+#   benchmarks/gpu/versions.sh v032 /tmp/site32:/tmp/site /tmp/r/v032 dummy smollm2     # one GPU
+#   benchmarks/gpu/versions.sh v032 /tmp/site32:/tmp/site /tmp/r/v032 tp2               # two GPUs
 # PARTs: dummy (8B-shaped presets, dummy weights: EAGLE k=3, EAGLE-3 k=5, 1B draft k=3 and k=5 on one
 # resident baseline), smollm2 (smollm2-ngram on 11 varied prompts: identity and speed), tp2 (both engines on
 # tensor parallel 2 over GPUs 0-1: n-gram for identity, 1B draft at draft TP 1), workloads (the bench lab's
@@ -25,12 +25,12 @@ run() {  # NAME SECONDS COMMAND...: a time limit each; a part that fails doesn't
 python3 -c "import vllm, torch; print('$label: vllm', vllm.__version__, 'torch', torch.__version__, 'gpus', torch.cuda.device_count())"
 for part in "$@"; do
   case $part in
-    dummy) CUDA_VISIBLE_DEVICES=0 run dummy 370 python3 scripts/bench_prompts.py --presets \
+    dummy) CUDA_VISIBLE_DEVICES=0 run dummy 370 python3 benchmarks/bench_prompts.py --presets \
              dummy-llama8b-eagle-k3,dummy-llama8b-eagle3-k5,dummy-llama8b-draft1b-k3,dummy-llama8b-draft1b-k5 \
              --prompts tokens:2 --max-tokens 128 --out "$out/dummy.json" ;;
-    smollm2) CUDA_VISIBLE_DEVICES=0 run smollm2 190 python3 scripts/bench_prompts.py --presets smollm2-ngram \
+    smollm2) CUDA_VISIBLE_DEVICES=0 run smollm2 190 python3 benchmarks/bench_prompts.py --presets smollm2-ngram \
              --prompts examples,code:3,rewrite:2,qa:2 --max-tokens 256 --out "$out/smollm2.json" ;;
-    tp2) run tp2 420 python3 scripts/bench_prompts.py --presets dummy-llama8b-tp2-ngram,dummy-llama8b-tp2-draft1b \
+    tp2) run tp2 420 python3 benchmarks/bench_prompts.py --presets dummy-llama8b-tp2-ngram,dummy-llama8b-tp2-draft1b \
              --prompts tokens:4 --max-tokens 256 --out "$out/tp2.json" ;;
     workloads) CUDA_VISIBLE_DEVICES=0 run workloads 420 python3 -m specplay bench --preset smollm2-ngram \
              --workloads code,chat,conversations,rewrite,summarize --n 6 --k 4 --temperature 0,0.5,1.0 \

@@ -1,9 +1,9 @@
 """Remote mode against the in-process pair, same preset, same prompts, one run (issue 20's H200 check).
 
-    python scripts/remote_vs_inprocess.py --preset dummy-llama8b-eagle-k3 --out docs/results/h200-remote-eagle.json
-    python scripts/remote_vs_inprocess.py --preset smollm2-ngram-gpu --out docs/results/h200-remote-smollm2.json
+    python benchmarks/remote_vs_inprocess.py --preset dummy-llama8b-eagle-k3 --out docs/results/h200-remote-eagle.json
+    python benchmarks/remote_vs_inprocess.py --preset smollm2-ngram-gpu --out docs/results/h200-remote-smollm2.json
     # also a request-rate sweep (`specplay bench --request-rate`) against the launched servers:
-    python scripts/remote_vs_inprocess.py --preset dummy-llama8b-eagle-k3 --out R.json \
+    python benchmarks/remote_vs_inprocess.py --preset dummy-llama8b-eagle-k3 --out R.json \
         --sweep-rates 1,2,4,8,16,32,inf --sweep-prompts 32 --sweep-dir bench-results/rate-sweep
 
 Order: `specplay launch`'s two `vllm serve` processes (as the preset's serve lines say), the prompts through

@@ -2,7 +2,7 @@
 # Packs this machine's Debian chromium + chromedriver, the shared libraries they load (glibc excepted: the GPU
 # image's is newer), fonts and selenium into parts of at most 60 MiB, so that scripts/screenshot.py can run ON
 # the H200 machine, which has no browser and can fetch nothing. Usage, from the project root:
-#   bash scripts/gpu/chromium-bundle.sh            # writes .gpu/c00, .gpu/c01, ... and .gpu/chromium-unpack.sh
+#   bash benchmarks/gpu/chromium-bundle.sh            # writes .gpu/c00, .gpu/c01, ... and .gpu/chromium-unpack.sh
 # On the device, after copying each part to /tmp/gpu-parts (as with the wheel parts):
 #   source .gpu/chromium-unpack.sh                 # sets CHROMIUM, CHROMEDRIVER, FONTCONFIG_FILE, PYTHONPATH
 set -euo pipefail

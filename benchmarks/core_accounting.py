@@ -1,9 +1,9 @@
 """Where the CPU time goes during one sequential comparison on a CPU machine: per thread of this process, the
 engine-core processes (schedulers) and their workers, the CPU seconds used and the core last run on, under
-the core layouts of scripts/bench_fair.py (re-pinned at run time, the same engines). Shows what a layout
+the core layouts of benchmarks/bench_fair.py (re-pinned at run time, the same engines). Shows what a layout
 leaves to each worker's core: the running engine's scheduler busy-polls its worker for the whole run.
 
-    python scripts/core_accounting.py [--layouts split,host0] [--max-tokens 96]
+    python benchmarks/core_accounting.py [--layouts split,host0] [--max-tokens 96]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def thread_times(pids) -> dict[int, tuple]:

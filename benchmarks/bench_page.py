@@ -7,7 +7,7 @@ For the same prompts, same process, the order rotated each round, it measures:
   direct:sequential pair.stream(schedule="sequential"): exactly what `compare --schedule sequential` runs
   direct:concurrent pair.stream(schedule="concurrent"), nothing rendering (optional)
 
-    python scripts/bench_page.py [--preset NAME] [--rounds 3] [--max-tokens 128] [--paths a,b,...]
+    python benchmarks/bench_page.py [--preset NAME] [--rounds 3] [--max-tokens 128] [--paths a,b,...]
 
 Writes docs/results/page.json (or --out) and prints markdown tables. Goals: the page's speedup within 5% of
 the sequential comparison's; app / direct tokens/s >= 0.97 per engine. tokens/s is the decode rate of
