@@ -17,7 +17,7 @@ import re
 BODY_LIMIT_BYTES = 1 << 20  # 1 MiB: a 20,000-character prompt in JSON is well under it
 GRACE_CHECKS, GRACE_STEP_S = 5, 0.1  # a conflict is looked at again for half a second before refusing
 ADDRESS_PENDING = 3  # per client address, over every group: a few visitors behind one NAT are all served
-UNREAD_LIMIT_BYTES = 1 << 20  # frames queued for a session since it last caught up: past this, it isn't reading
+UNREAD_LIMIT_BYTES = 1 << 20  # frames waiting for a session at once: past this, it isn't reading
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 ONE_PENDING = ("You already have a run waiting or running on this page: wait until it has finished "
                "(or press Stop), then run again.")
@@ -112,8 +112,10 @@ def _refusal(queue, group: str, session: str | None, address: str | None, local:
 
 def bound_unread(queue, limit: int = UNREAD_LIMIT_BYTES) -> None:
     """Wrap Gradio's `Queue.send_message`: Gradio keeps every frame of a session until it reads /queue/data.
-    Once a session's frames since it last caught up pass `limit`, it isn't reading: its events are stopped
-    (as if it had left: a run releases the engines), its unread frames dropped, and a late reader told why."""
+    Once the frames waiting for a session pass `limit`, it isn't reading: its events are stopped (as if it had
+    left: a run releases the engines), its unread frames dropped, and a late reader told why. What waits, not
+    what was sent since the queue last emptied: a reader on a loaded machine that stays a few frames behind
+    (seen: a 900-token run's Stop) reads on, and was stopped by the old count mid-run."""
     send = queue.send_message
 
     def bounded_send(event, message):
@@ -121,13 +123,22 @@ def bound_unread(queue, limit: int = UNREAD_LIMIT_BYTES) -> None:
         messages = queue.pending_messages_per_session.get(event.session_hash)
         if messages is None or not event.alive:
             return
-        # counted on Gradio's own queue of the session (it goes when the session does): reset when caught up
-        unread = (0 if messages.qsize() <= 1 else getattr(messages, "playground_unread", 0)) + _size(message)
-        messages.playground_unread = unread
-        if unread > limit:
+        if _waiting_bytes(messages) > limit:
             _stop_unread(queue, event, messages)
 
     queue.send_message = bounded_send
+
+
+def _waiting_bytes(messages) -> int:
+    """The bytes of the frames in Gradio's queue of the session (an asyncio.Queue: its `_queue` deque), each
+    frame sized once (kept on the queue, which goes when the session does)."""
+    known = getattr(messages, "playground_sizes", {})
+    sizes = {}
+    for message in messages._queue:
+        kept = known.get(id(message))
+        sizes[id(message)] = kept if kept and kept[0] is message else (message, _size(message))
+    messages.playground_sizes = sizes
+    return sum(size for _, size in sizes.values())
 
 
 def _size(message) -> int:
@@ -148,7 +159,7 @@ def _stop_unread(queue, event, messages) -> None:
             ends.append(old.model_copy(update=failed))
     for message in ends + [ProcessCompletedMessage(event_id=event._id, **failed)]:
         messages.put_nowait(message)
-    messages.playground_unread = 0
+    messages.playground_sizes = {}
     for job in queue.active_jobs:
         for other in job or ():
             if other.session_hash == event.session_hash:

@@ -137,3 +137,38 @@ def test_an_unread_run_leaves_under_2_mb_queued_for_its_session(page):
     end = [m for m in late if m["msg"] == "process_completed"]
     assert len(end) == 1 and not end[0]["success"] and "did not read" in end[0]["output"]["error"], end
     assert late[-1]["msg"] == "close_stream"
+
+
+
+def _frames(page, session: str, reads_between: int, frames: int = 30, size: int = 100_000):
+    """`frames` frames of `size` bytes sent to `session` through the page's own (wrapped) Gradio queue, the
+    session's reader taking one frame after every `reads_between`-th send (0: it never reads). Returns what
+    the reader got and then what was left, and how many frames waited at most."""
+    import asyncio
+
+    from gradio.queueing import Event
+    from gradio.server_messages import ProcessGeneratingMessage
+
+    queue = page.demo._queue
+    queue.pending_messages_per_session[session] = asyncio.Queue()
+    event = Event(session, page.demo.fns[page.run], request=None, username=None)
+    got, most = [], 0
+    for i in range(frames):
+        queue.send_message(event, ProcessGeneratingMessage(output={"data": ["x" * size]}, success=True))
+        messages = queue.pending_messages_per_session[session]
+        most = max(most, messages.qsize())
+        if reads_between and i % reads_between == 0 and i > 2 and not messages.empty():
+            got.append(messages.get_nowait())  # the reader takes the oldest frame, as /queue/data does
+    while not messages.empty():
+        got.append(messages.get_nowait())
+    return [m.msg for m in got], most
+
+
+def test_a_reader_a_few_frames_behind_is_not_stopped_and_one_that_never_reads_is(page):
+    """A reader on a loaded machine that stays 3 frames behind reads 3 MB in all and is never more than
+    ~400 kB behind: it gets every frame (the old count, reset only when the queue emptied, stopped it at
+    1 MiB: a 900-token run's Stop then never reached the page). One that never reads is stopped near 1 MiB."""
+    got, most = _frames(page, "lagging", reads_between=1)
+    assert most <= 4 and got == ["process_generating"] * 30, (most, got[-3:])
+    got, most = _frames(page, "gone", reads_between=0, frames=11)  # 1.1 MB: just past the limit
+    assert got == ["process_completed"], (most, got[-3:])  # its frames dropped, told why

@@ -44,8 +44,9 @@ def test_live_run_renders_xss_output_as_text():
     for e in synthetic_events([1, 2, 3], [[1], [2, 3]]):
         live.add(e)
     final = live.final()
-    # every output of the run route, by name (the exports come with the CSV, added by the page: live_run.exports)
-    assert set(final) == set(API_OUTPUTS) - {"result_file", "summary_md"}
+    # every output of the run route, by name (the exports come with the CSV, added by the page: live_run.exports;
+    # the page empties the link box)
+    assert set(final) == set(API_OUTPUTS) - {"result_file", "summary_md", "share_link"}
     for name in ("pane_b", "pane_s", "badge", "explain"):
         assert "<script" not in final[name] and "<img" not in final[name]
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in final["pane_s"]
