@@ -11,6 +11,9 @@ that engine back (the other stays loaded), and the visitors who got an error get
 
     python scripts/load_test.py --visitors 50 --max-tokens 12 --out docs/results/cpu-load-50.json
     python scripts/load_test.py --visitors 50 --max-tokens 12 --kill speculative --out docs/results/cpu-fault-speculative.json
+    # by network address (loadtest/scenarios.py): all behind one address, then each its own, one report each
+    python scripts/load_test.py --visitors 50 --max-tokens 16 --addresses 1,50 \\
+        --out 'docs/results/cpu-load-50-{scenario}.json'
     # GPU (vLLM wheels in /tmp/site):
     PYTHONPATH=/tmp/site VLLM_USE_FLASHINFER_SAMPLER=0 python3 scripts/load_test.py --visitors 16 \\
         --preset smollm2-ngram --max-tokens 64 --out $OUT/h200-load-16.json    # and --kill baseline|speculative
