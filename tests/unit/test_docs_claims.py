@@ -161,3 +161,34 @@ def test_sections_cited_by_name_are_in_benchmarks_md():
     text = " ".join((ROOT / "docs" / "benchmarks.md").read_text().split())
     missing = sorted(f"{where}: {name!r}" for where, name in cited if name not in text)
     assert not missing, "\n".join(missing)
+
+
+def exit_code_table() -> dict[str, set[int]]:
+    """docs/cli.md's exit-code table: command -> the codes it gives (a cell other than "—", and the
+    "other" column's `N:` codes)."""
+    rows = {}
+    text = (ROOT / "docs" / "cli.md").read_text().split("## Exit codes", 1)[1]
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 5 or not cells[0].startswith("`"):
+            continue
+        codes = {code for code, cell in zip((0, 1, 2), cells[1:4]) if cell and cell != "—"}
+        codes |= {int(n) for n in re.findall(r"(\d+):", cells[4])}
+        for name in re.findall(r"`([\w-]+)`", cells[0]):
+            rows[name] = codes
+    return rows
+
+
+def test_docs_cli_lists_every_command_with_the_exit_codes_its_help_gives():
+    from specplay.cli import main as cli
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    table = exit_code_table()
+    wrong = []
+    for cmd in cli.subcommands():
+        if f"specplay {cmd.name}" not in text:
+            wrong.append(f"{cmd.name}: not in docs/cli.md's usage")
+        said = {int(n) for n in re.findall(r"(?:^|, )(\d+) ", cmd.epilog.removeprefix("exit codes: "))}
+        if table.get(cmd.name) != said:
+            wrong.append(f"{cmd.name}: --help says exit codes {sorted(said)}, docs/cli.md {sorted(table.get(cmd.name, ()))}")
+    assert not wrong, "\n".join(wrong)
