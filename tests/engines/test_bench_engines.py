@@ -30,20 +30,24 @@ def test_real_bench_on_the_cpu(ngram_pair):
     assert steps[-1].message == "finished" and steps[-1].done == steps[-1].total == bench.plan.units
     assert bench.plan.restarts == 0  # the loaded k only
     rows = bench.rows
-    keys = [(r["workload"], r["temperature"], r["concurrency"], r["k"]) for r in rows]
+    keys = [(r.workload, r.temperature, r.concurrency, r.k) for r in rows]
     assert sorted(keys) == sorted(("rewrite", 0.0, c, k) for c in (1, 2) for k in (4,))  # one row per setting
     for r in rows:
-        assert r["num_accepted"] <= r["num_draft_tokens"] <= r["k"] * r["num_drafts"]
-        assert sum(r["accepted_per_position"]) == r["num_accepted"] and len(r["accepted_per_position"]) == r["k"]
-        assert r["speedup"] == pytest.approx(r["tokens_per_step_ratio"] / r["step_cost_ratio"], rel=0.02)
-        assert r["identical"] == r["requests"] == 2  # greedy: speculation changes nothing
-        assert r["tokens_baseline"] == r["tokens_speculative"] > 0
-        assert r["tokens_per_step_baseline"] == 1.0  # no speculation: one token a step
+        assert r.num_accepted <= r.num_draft_tokens <= r.k * r.num_drafts
+        assert sum(r.accepted_per_position) == r.num_accepted and len(r.accepted_per_position) == r.k
+        assert r.speedup == pytest.approx(r.tokens_per_step_ratio / r.step_cost_ratio, rel=0.02)
+        assert r.identical == r.requests == 2  # greedy: speculation changes nothing
+        assert r.tokens_baseline == r.tokens_speculative > 0
+        assert r.engine("tokens_per_step", "baseline") == 1.0  # no speculation: one token a step
+        spec = r.serving[SPECULATIVE]  # vllm bench serve's keys and units: ms, percent
+        assert spec["completed"] == 2 and spec["median_ttft_ms"] == pytest.approx(
+            r.engine("ttft_p50_s", SPECULATIVE) * 1000, rel=1e-3)
+        assert spec["spec_decode_acceptance_rate"] == pytest.approx(r.acceptance_rate * 100, abs=0.01)
     # the engine as vLLM resolved it while k was measured
     assert {label: info[SPECULATIVE]["num_speculative_tokens"] for label, info in bench.engines.items()} == {"k=4": 4}
     result = bench.result()
-    assert {(a["workload"], a["concurrency"]) for a in result["advice"]} == {("rewrite", 1), ("rewrite", 2)}
-    assert all(a["sentence"] for a in result["advice"])
+    assert {(a.workload, a.concurrency) for a in result.advice} == {("rewrite", 1), ("rewrite", 2)}
+    assert all(a.sentence for a in result.advice)
 
 
 def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
@@ -65,6 +69,11 @@ def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
     assert {(r["workload"], float(r["temperature"])) for r in table} == rows
     saved = json.loads((out / "bench.json").read_text())
     assert saved["rows"] == result["rows"] and saved["settings"]["k"] == []
+    from specplay.bench.report import BenchReport
+
+    assert BenchReport.load(out).to_json() == {k: v for k, v in saved.items() if k != "files"}  # typed, the same
+    summary = json.loads((out / "vllm" / "summary.json").read_text())  # vllm bench sweep's format, one per engine
+    assert len(summary) == 2 * len(saved["rows"]) and all(r["completed"] == 1 for r in summary)
     assert saved["files"]["png"] == ["acceptance_per_position.png", "speedup_vs_temperature.png"]
     for stem in ("acceptance_per_position", "speedup_vs_temperature"):
         assert (out / f"{stem}.html").stat().st_size > 500
