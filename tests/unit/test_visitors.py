@@ -1,4 +1,4 @@
-"""The load test's client side (loadtest/visitors.py) against a fake page."""
+"""The load test's client side (loadtest/visitors.py, loadtest/scenarios.py) against a fake page."""
 
 from __future__ import annotations
 
