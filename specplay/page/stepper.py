@@ -172,7 +172,7 @@ def wire_stepper(tab: Section, manager) -> None:
     """A finished run (its `result` JSON changes) loads the stepper at its first rejected draft; the slider
     and the arrows move it."""
 
-    def on_result(result):
+    def on_result(result, shown):
         if isinstance(result, dict) and result.get("streaming"):
             return gr.skip()
         name = result.get("preset") if isinstance(result, dict) else None
@@ -180,13 +180,17 @@ def wire_stepper(tab: Section, manager) -> None:
         pair = manager.pair
         decode = pair.engines[SPECULATIVE].decode if pair is not None and preset.prompt_input == "text" else None
         run = run_from(result, preset.num_speculative_tokens, decode)
+        if run is not None and run == shown:
+            # the same run again: Gradio's browser code fires the JSON's change after each of these updates
+            # (seen: ~10 a second, each posting the whole result), and a reset here undid every arrow press
+            return gr.skip()
         if run is None:
             return {tab["st_run"]: None, tab["st_view"]: IDLE, tab["st_step"]: gr.update(maximum=2, value=1)}
         at = first_rejection(run) + 1
         return {tab["st_run"]: run, tab["st_view"]: step_html(run, at),
                 tab["st_step"]: gr.update(maximum=max(2, len(run.steps)), value=at)}
 
-    tab["result"].change(on_result, inputs=tab["result"], outputs=tab.list(STEPPER_OUTPUTS),
+    tab["result"].change(on_result, inputs=[tab["result"], tab["st_run"]], outputs=tab.list(STEPPER_OUTPUTS),
                          api_visibility="private", show_progress="hidden", queue=False)
     tab["st_step"].input(step_html, inputs=[tab["st_run"], tab["st_step"]], outputs=tab["st_view"],
                          api_visibility="private", show_progress="hidden", queue=False)

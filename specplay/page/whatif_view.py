@@ -152,8 +152,10 @@ def whatif_panel(tab: Section) -> None:
 def wire_whatif(tab: Section, manager) -> None:
     """A finished run (its `result` JSON changes) sets the sliders; moving one redraws the prediction."""
 
-    def on_result(result):
+    def on_result(result, shown):
         start = start_from(result, manager.presets, manager.preset)
+        if start is not None and start == shown:
+            return gr.skip()  # the same run again (the stepper's on_result says why): the sliders stay as moved
         if start is None:
             return gr.skip() if isinstance(result, dict) and result.get("streaming") else {tab["wi_start"]: None}
         values = slider_values(start)
@@ -170,7 +172,7 @@ def wire_whatif(tab: Section, manager) -> None:
                 tab["wi_fig"]: charts.whatif_figure(p["curve"], p["k"], (start.measured.k, start.measured.speedup))}
 
     outputs = tab.list(WHATIF_INPUTS + WHATIF_OUTPUTS)
-    tab["result"].change(on_result, inputs=tab["result"], outputs=outputs, api_visibility="private",
+    tab["result"].change(on_result, inputs=[tab["result"], tab["wi_start"]], outputs=outputs, api_visibility="private",
                          show_progress="hidden", queue=False)
     for name in ("wi_alpha", "wi_k", "wi_cost", "wi_positions"):
         tab[name].input(redraw, inputs=tab.list(WHATIF_INPUTS), outputs=tab.list(WHATIF_OUTPUTS),

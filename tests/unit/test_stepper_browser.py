@@ -1,0 +1,68 @@
+"""The stepper's arrows in headless chromium (a real page on a FakePair): a press moves it and it stays
+there. Before: Gradio's browser code fired the result JSON's change after every update the stepper's and the
+what-if's handlers sent back (about 10 a second, each posting the whole result), each one reset the stepper
+to the run's first rejected draft, and an arrow press was undone at once (the lesson browser test's failure,
+2026-12-03)."""
+
+from __future__ import annotations
+
+import re
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from specplay.core.events import BASELINE, SPECULATIVE
+from tests.public_page_fixtures import _manager
+from tests.ui_fixtures import FakePair, synthetic_events
+from tests.unit.test_deep_link import _chromium
+
+N = 40
+
+
+def _pair(preset):
+    events = synthetic_events(list(range(N)), [[0]] + [[i, i + 1] for i in range(1, N, 2)])
+    pair = FakePair(lambda r: events, preset, step_delay=0.02)
+    for role in (BASELINE, SPECULATIVE):
+        pair.engines[role].vocab = {i: f" w{i}" for i in range(N + 2)}
+    return pair
+
+
+@pytest.fixture
+def page(tmp_path, monkeypatch):
+    from specplay.page import closing, ui
+    from tests.ui_fixtures import free_port
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    manager = _manager(lambda p, hw, log=print: _pair(p))
+    demo = ui.build_page(manager)
+    ui.launch(demo, "127.0.0.1", free_port(), block=False)
+    try:
+        yield SimpleNamespace(url=demo.local_url.rstrip("/"))
+    finally:
+        closing.close(demo)
+        manager.shutdown()
+
+
+@pytest.mark.page
+def test_an_arrow_press_moves_the_stepper_and_it_stays_moved(page, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver = _chromium(tmp_path / "browser")
+    try:
+        driver.get(page.url)
+        wait = WebDriverWait(driver, 60)
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
+        driver.find_element(By.CSS_SELECTOR, "#run").click()
+        view = lambda d: d.find_element(By.CSS_SELECTOR, "#stepper-view").text  # noqa: E731
+        wait.until(lambda d: re.search(r"Step \d+ of \d+", view(d)))
+        wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#run").is_enabled())  # the run and its replay ended
+        shown, total = (int(n) for n in re.search(r"Step (\d+) of (\d+)", view(driver)).groups())
+        assert shown < total
+        driver.execute_script("document.querySelector('#st-next').click()")
+        wait.until(lambda d: f"Step {shown + 1} of {total}" in view(d))
+        time.sleep(3)  # what reset it came within a tenth of a second, again and again
+        assert f"Step {shown + 1} of {total}" in view(driver), view(driver)
+    finally:
+        driver.quit()
