@@ -117,9 +117,6 @@ def test_esc_clicks_stop_while_a_run_streams_and_the_page_comes_back(lesson_page
 
 
 @pytest.mark.order(3)  # after test_app_e2e's switch to smollm2-layerskip-draft: the lesson ends there too
-@pytest.mark.skip(reason="2026-12-03, at fc5485e (clean clone) and a5af0fd (alone): the lesson's first step "
-                  "ran, identical, and the stepper showed its rejected draft, but a click on the stepper's "
-                  "arrow didn't move it within 60 s; cause not found yet (open in issue 31).")
 def test_the_default_lesson_runs_start_to_finish_and_the_stepper_shows_a_rejected_draft(lesson_page):
     driver = lesson_page
     _tab(driver, "Lesson")
