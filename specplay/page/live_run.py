@@ -28,7 +28,7 @@ from specplay.presets.catalog import Preset, where_it_pays
 UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
 # Past this, a frame waits longer than 1/UPDATE_HZ: a 900-token run's frame is ~210 kB (the panes' per-token
 # spans), 850 kB/s at 4 Hz, which froze headless chromium on 2 loaded cores for 80-110 s and so passed the
-# guard's 1 MiB unread limit (the run was ended as unread). At this rate the limit is 5 s of frames.
+# guard's unread limit (the run was ended as unread). At this rate the limit (1.9 MB) is ~9 s of frames.
 FRAME_BYTES_PER_S = 200_000
 
 

@@ -167,8 +167,8 @@ def _frames(page, session: str, reads_between: int, frames: int = 30, size: int 
 def test_a_reader_a_few_frames_behind_is_not_stopped_and_one_that_never_reads_is(page):
     """A reader on a loaded machine that stays 3 frames behind reads 3 MB in all and is never more than
     ~400 kB behind: it gets every frame (the old count, reset only when the queue emptied, stopped it at
-    1 MiB: a 900-token run's Stop then never reached the page). One that never reads is stopped near 1 MiB."""
+    1 MiB: a 900-token run's Stop then never reached the page). One that never reads is stopped at the limit."""
     got, most = _frames(page, "lagging", reads_between=1)
     assert most <= 4 and got == ["process_generating"] * 30, (most, got[-3:])
-    got, most = _frames(page, "gone", reads_between=0, frames=11)  # 1.1 MB: just past the limit
+    got, most = _frames(page, "gone", reads_between=0, frames=19)  # 19 frames of 100 kB and their JSON: just past the limit
     assert got == ["process_completed"], (most, got[-3:])  # its frames dropped, told why
