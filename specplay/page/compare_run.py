@@ -1,6 +1,6 @@
 """The Compare tab's run and replay, as generators of {output name: value} (names from `live_run`): no
 layout here (`compare_tab` maps the names onto its components). A run checks its inputs, holds the
-engines while it streams (redrawing at most UPDATE_HZ times a second, less often as frames grow), then writes the session's history
+engines while it streams (redrawing at most UPDATE_HZ times a second), then writes the session's history
 and the verdict; a sequential run is replayed on one clock by a second event that doesn't hold the
 engines, so the next visitor's run can start."""
 
@@ -21,7 +21,7 @@ from specplay.page.cancel import CancelRegistry
 from specplay.page import charts
 from specplay.page.charts import history_table
 from specplay.page.inputs import InputError, build_request, check_schedule, max_tokens_limit
-from specplay.page.live_run import LiveRun, frame_interval
+from specplay.page.live_run import UPDATE_HZ, LiveRun
 from specplay.page.manager import PairManager
 from specplay.page.files import clean_old, drop_served_copies
 from specplay.page.session import ANONYMOUS, session_stem
@@ -256,10 +256,9 @@ def _release(place: RunPlace, session: str, cancel, stream, own_cancel: bool = T
 
 
 def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):
-    """Feed the events into `live`, yielding a frame at most UPDATE_HZ times a second (fewer when frames are
-    heavy: live_run.frame_interval), and stop the run at
+    """Feed the events into `live`, yielding a frame at most UPDATE_HZ times a second, and stop the run at
     the operator's limit. Returns whether the run finished (RunFinished arrived)."""
-    due, started = 0.0, time.monotonic()
+    last, started = 0.0, time.monotonic()
     for event in stream:
         if isinstance(event, RunFinished):
             return True
@@ -267,10 +266,9 @@ def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):
         if now - started > place.settings.max_run_seconds and not cancel.is_set():
             outcome.timed_out = True
             cancel.set()
-        if now >= due:  # tables only at the end: a DataFrame costs more than a chart
-            frame = live.frame(place.manager.sampler)
-            due = now + frame_interval(frame)
-            yield {**frame, "result": streaming_result(live), **_running()}
+        if now - last >= 1.0 / UPDATE_HZ:  # tables only at the end: a DataFrame costs more than a chart
+            last = now
+            yield {**live.frame(place.manager.sampler), "result": streaming_result(live), **_running()}
     return False
 
 
@@ -337,8 +335,7 @@ def replay_run(manager: PairManager, live: LiveRun | None):
     total, speed = live.comparison.replay_seconds, live.replay_speed()
     started = time.monotonic()
     while (at := (time.monotonic() - started) * speed) < total:
-        frame = live.frame(at=at)
-        yield {**frame, **busy}
-        time.sleep(frame_interval(frame))
+        yield {**live.frame(at=at), **busy}
+        time.sleep(1.0 / UPDATE_HZ)
     yield {**live.frame(at=total), "run_btn": gr.update(interactive=manager.pair is not None),
            "replay_btn": gr.update(interactive=True)}

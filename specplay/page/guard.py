@@ -17,9 +17,8 @@ import re
 BODY_LIMIT_BYTES = 1 << 20  # 1 MiB: a 20,000-character prompt in JSON is well under it
 GRACE_CHECKS, GRACE_STEP_S = 5, 0.1  # a conflict is looked at again for half a second before refusing
 ADDRESS_PENDING = 3  # per client address, over every group: a few visitors behind one NAT are all served
-# Frames waiting for a session at once: past this, it isn't reading. Under the 2 MB; at the page's
-# paced 200 kB/s (live_run.FRAME_BYTES_PER_S) ~9 s behind: at 1 MiB the suite's gradio_client, reading on 2
-# loaded cores, was stopped mid-run (2026-12-03).
+# Frames waiting for a session at once: past this, it isn't reading. Under the 2 MB; at 1 MiB the
+# suite's gradio_client, reading on 2 loaded cores, was stopped mid-run (2026-12-03).
 UNREAD_LIMIT_BYTES = 1_900_000
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 ONE_PENDING = ("You already have a run waiting or running on this page: wait until it has finished "

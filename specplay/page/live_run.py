@@ -26,16 +26,6 @@ from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, Sched
 from specplay.presets.catalog import Preset, where_it_pays
 
 UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
-# Past this, a frame waits longer than 1/UPDATE_HZ: a 900-token run's frame is ~210 kB (the panes' per-token
-# spans), 850 kB/s at 4 Hz, which froze headless chromium on 2 loaded cores for 80-110 s and so passed the
-# guard's unread limit (the run was ended as unread). At this rate the limit (1.9 MB) is ~9 s of frames.
-FRAME_BYTES_PER_S = 200_000
-
-
-def frame_interval(frame: dict) -> float:
-    """Seconds until the next frame after `frame`: 1/UPDATE_HZ, or longer for a heavy frame (its text)."""
-    size = sum(len(v) for v in frame.values() if isinstance(v, str))
-    return max(1.0 / UPDATE_HZ, size / FRAME_BYTES_PER_S)
 REPLAY_MAX_S = 30.0  # a longer replay is sped up to fit, and says so
 
 # What a run writes on the page, in the order the `run` route lists them (the API returns these, in this
