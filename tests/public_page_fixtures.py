@@ -53,3 +53,23 @@ def by_elem_id(demo, fn_index: int, message: dict) -> dict:
     """A completed event's outputs by their components' elem_id."""
     outputs = demo.fns[fn_index].outputs
     return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}
+
+
+def fake_page(tmp_path, monkeypatch, make_pair):
+    """A real page on a FakePair from `make_pair(preset)`, served on a free port (a generator for a pytest
+    fixture): yields the demo and its URL, closes both after."""
+    from types import SimpleNamespace
+
+    from specplay.page import closing, ui
+    from tests.ui_fixtures import free_port
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    manager = _manager(lambda p, hw, log=print: make_pair(p))
+    demo = ui.build_page(manager)
+    ui.launch(demo, "127.0.0.1", free_port(), block=False)
+    try:
+        yield SimpleNamespace(demo=demo, url=demo.local_url.rstrip("/"),
+                              fns={fn.api_name: i for i, fn in demo.fns.items() if fn.api_name})
+    finally:
+        closing.close(demo)
+        manager.shutdown()

@@ -5,13 +5,12 @@ session that made it (its history, its file links, its session hash). A real Gra
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
 
 import httpx
 import pytest
 
 from specplay.core.events import BASELINE, SPECULATIVE
-from tests.public_page_fixtures import _manager, by_elem_id, queued_call
+from tests.public_page_fixtures import by_elem_id, fake_page, queued_call
 from tests.ui_fixtures import FakePair, synthetic_events
 
 WORDS = {1: " zebra", 2: " quartz", 3: " marmalade"}
@@ -27,19 +26,7 @@ def _pair(preset):
 
 @pytest.fixture
 def page(tmp_path, monkeypatch):
-    from specplay.page import closing, ui
-    from tests.ui_fixtures import free_port
-
-    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
-    manager = _manager(lambda p, hw, log=print: _pair(p))
-    demo = ui.build_page(manager)
-    ui.launch(demo, "127.0.0.1", free_port(), block=False)
-    try:
-        yield SimpleNamespace(demo=demo, url=demo.local_url.rstrip("/"),
-                              fns={fn.api_name: i for i, fn in demo.fns.items() if fn.api_name})
-    finally:
-        closing.close(demo)
-        manager.shutdown()
+    yield from fake_page(tmp_path, monkeypatch, _pair)
 
 
 def call(page, api_name: str, data: list, session: str) -> dict:

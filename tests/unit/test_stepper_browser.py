@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import re
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from specplay.core.events import BASELINE, SPECULATIVE
-from tests.public_page_fixtures import _manager
+from tests.public_page_fixtures import fake_page
 from tests.ui_fixtures import FakePair, synthetic_events
 from tests.unit.test_deep_link import _chromium
 
@@ -30,18 +29,7 @@ def _pair(preset):
 
 @pytest.fixture
 def page(tmp_path, monkeypatch):
-    from specplay.page import closing, ui
-    from tests.ui_fixtures import free_port
-
-    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
-    manager = _manager(lambda p, hw, log=print: _pair(p))
-    demo = ui.build_page(manager)
-    ui.launch(demo, "127.0.0.1", free_port(), block=False)
-    try:
-        yield SimpleNamespace(url=demo.local_url.rstrip("/"))
-    finally:
-        closing.close(demo)
-        manager.shutdown()
+    yield from fake_page(tmp_path, monkeypatch, _pair)
 
 
 @pytest.mark.page
