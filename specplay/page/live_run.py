@@ -116,15 +116,14 @@ class LiveRun:
         trace = c.traces[role]
         # vLLM keeps the EOS id in the output: shown, dimmed, as what ended the text
         stop = trace.finish_reason == "stop" and self.preset.prompt_input == "text" and not self.request.ignore_eos
+        stats = views.stats_line(c, role) if trace.finished or c.done else ""  # live, it would break the appends
         if role == BASELINE:
             body = views.baseline_tokens_html(texts[role], divergence, stop)
-            return views.pane_html(role, "Baseline", "target model alone, one token per step", body,
-                                   views.stats_line(c, role))
+            return views.pane_html(role, "Baseline", "target model alone, one token per step", body, stats)
         k = self.preset.num_speculative_tokens
         body = (views.waiting_html("runs when the baseline has finished, so each engine has the device to itself")
                 if waiting else views.speculative_tokens_html(texts[role], trace.step_sizes, k, divergence, stop))
-        return views.pane_html(role, "Speculative", f"{self.preset.method}, k={k}: verified drafts", body,
-                               views.stats_line(c, role))
+        return views.pane_html(role, "Speculative", f"{self.preset.method}, k={k}: verified drafts", body, stats)
 
     def result(self) -> RunResult:
         """This run, typed; its `to_json()` is the `compare --json` object plus the page's run id and request."""

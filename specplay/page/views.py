@@ -126,9 +126,12 @@ def waiting_html(text: str) -> str:
 
 
 def pane_html(role: str, title: str, subtitle: str, body: str, stats: str = "") -> str:
+    """The pane ends with its newest token and leaves its tags open (the browser closes them), so while a side
+    streams each frame is the last one plus new tokens: Gradio sends it as an append of a few kB, not the
+    whole pane (~100 kB at 900 tokens). `stats` changes every frame, so a side shows it once it's finished."""
     return (f'<div class="pane pane-{role}"><div class="pane-head"><span class="pane-title">{esc(title)}</span>'
             f'<span class="pane-sub">{esc(subtitle)}</span><span class="pane-stats">{esc(stats)}</span></div>'
-            f'<div class="pane-body" id="pane-{role}"><div class="pane-text">{body}</div></div></div>')
+            f'<div class="pane-body" id="pane-{role}"><div class="pane-text">{body}')
 
 
 def legend_html(k: int) -> str:

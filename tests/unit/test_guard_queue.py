@@ -172,3 +172,18 @@ def test_a_reader_a_few_frames_behind_is_not_stopped_and_one_that_never_reads_is
     assert most <= 4 and got == ["process_generating"] * 30, (most, got[-3:])
     got, most = _frames(page, "gone", reads_between=0, frames=19)  # 19 frames of 100 kB and their JSON: just past the limit
     assert got == ["process_completed"], (most, got[-3:])  # its frames dropped, told why
+
+
+def test_a_long_runs_frames_are_appends_not_whole_panes(page):
+    """The panes end with their newest token, so Gradio sends each frame as an append (a few kB), not both
+    panes whole (~210 kB a frame at 900 tokens): a reader on loaded cores stays well inside the unread limit
+    (issue 32, 1; the Stop tests' client was stopped as unread when each frame was the whole pane). The charts
+    (plotly JSON strings, sent whole) are most of what's left."""
+    assert join(page, "long", page.run, run_data("long prompt")).status_code == 200
+    messages, _ = read(page, "long")
+    frames = [len(json.dumps(m)) for m in messages if m["msg"] == "process_generating"]
+    assert len(frames) > 10, frames
+    # a side's finish (its stats, the divergence marks) and the replay's start and end replace a pane once each
+    assert sorted(frames)[-5] < 50_000, sorted(frames)[-8:]
+    final = next(m for m in messages if m["msg"] == "process_completed")
+    assert final["success"] and "w999" in json.dumps(final["output"]), str(final)[:300]
