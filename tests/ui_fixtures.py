@@ -109,8 +109,10 @@ class FakePair:
     def stream(self, request, schedule="concurrent", cancel=None):
         submitted = time.monotonic()
         for event in self.events_for(request):
-            if cancel is not None and cancel.is_set() and not isinstance(event, RunFinished):
-                continue
+            if cancel is not None and cancel.is_set():
+                if not isinstance(event, RunFinished):
+                    continue
+                event = dataclasses.replace(event, cancelled=True)  # as EnginePair says a stopped run ended
             if isinstance(event, RunStarted):
                 event = RunStarted(f"run-{next(self._runs)}", event.prompt_token_ids, event.schedule)
             if isinstance(event, StepEvent):

@@ -21,7 +21,7 @@ from specplay.page.cancel import CancelRegistry
 from specplay.page import charts
 from specplay.page.charts import history_table
 from specplay.page.inputs import InputError, build_request, check_schedule, max_tokens_limit
-from specplay.page.live_run import UPDATE_HZ, LiveRun
+from specplay.page.live_run import UPDATE_HZ, ChartClock, LiveRun
 from specplay.page.manager import PairManager
 from specplay.page.files import clean_old, drop_served_copies
 from specplay.page.session import ANONYMOUS, session_stem
@@ -258,7 +258,7 @@ def _release(place: RunPlace, session: str, cancel, stream, own_cancel: bool = T
 def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):
     """Feed the events into `live`, yielding a frame at most UPDATE_HZ times a second, and stop the run at
     the operator's limit. Returns whether the run finished (RunFinished arrived)."""
-    last, started = 0.0, time.monotonic()
+    last, started, clock = 0.0, time.monotonic(), ChartClock()
     for event in stream:
         if isinstance(event, RunFinished):
             return True
@@ -268,7 +268,10 @@ def _redraws(place: RunPlace, live: LiveRun, stream, cancel, outcome: _Outcome):
             cancel.set()
         if now - last >= 1.0 / UPDATE_HZ:  # tables only at the end: a DataFrame costs more than a chart
             last = now
-            yield {**live.frame(place.manager.sampler), "result": streaming_result(live), **_running()}
+            # the run JSON with the charts: each change of it posts it back to the stepper's and what-if's handlers
+            due = clock.due(now)
+            yield {**live.frame(place.manager.sampler, with_charts=due), **_running(),
+                   **({"result": streaming_result(live)} if due else {})}
     return False
 
 
@@ -333,9 +336,9 @@ def replay_run(manager: PairManager, live: LiveRun | None):
         return
     busy = {"run_btn": gr.update(interactive=False), "replay_btn": gr.update(interactive=False)}
     total, speed = live.comparison.replay_seconds, live.replay_speed()
-    started = time.monotonic()
+    started, clock = time.monotonic(), ChartClock()
     while (at := (time.monotonic() - started) * speed) < total:
-        yield {**live.frame(at=at), **busy}
+        yield {**live.frame(at=at, with_charts=clock.due(at / speed)), **busy}
         time.sleep(1.0 / UPDATE_HZ)
     yield {**live.frame(at=total), "run_btn": gr.update(interactive=manager.pair is not None),
            "replay_btn": gr.update(interactive=True)}

@@ -26,6 +26,23 @@ from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, Sched
 from specplay.presets.catalog import Preset, where_it_pays
 
 UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
+# Chart (and streaming run JSON) redraws a second then: Plotly redraws whole figures, and at 4 Hz three charts took most of a browser's
+# CPU on 2 loaded cores (a CPU profile of headless chromium, 2026-12-03: 15.8 of 36 s in PlotlyPlot, most of the
+# rest its layout), so the page fell minutes behind the run and Stop or Esc came after the end.
+CHART_HZ = 1.0
+
+
+class ChartClock:
+    """Whether this frame redraws the charts: at most CHART_HZ times a second (the first frame does)."""
+
+    def __init__(self):
+        self.last = float("-inf")
+
+    def due(self, now: float) -> bool:
+        if now - self.last < 1.0 / CHART_HZ:
+            return False
+        self.last = now
+        return True
 REPLAY_MAX_S = 30.0  # a longer replay is sped up to fit, and says so
 
 # What a run writes on the page, in the order the `run` route lists them (the API returns these, in this
@@ -86,8 +103,9 @@ class LiveRun:
         return max(1.0, self.comparison.replay_seconds / REPLAY_MAX_S)
 
     # -- frames ---------------------------------------------------------------------------------------------
-    def frame(self, sampler=None, at: float | None = None) -> dict:
-        """Panes, badge and charts: live (`at` None) or as the replay stood `at` seconds in."""
+    def frame(self, sampler=None, at: float | None = None, with_charts: bool = True) -> dict:
+        """Panes, badge and charts (`with_charts`; without them the page keeps the last ones): live (`at` None)
+        or as the replay stood `at` seconds in."""
         c = self.comparison if at is None else self.comparison.until(at)
         phase = "live" if at is None else "replay"
         done = c.done and not c.finished.error
@@ -102,9 +120,10 @@ class LiveRun:
             "pane_s": self._pane(c, SPECULATIVE, texts, divergence, waiting),
             "badge": views.badge_html(c, texts, temperature=self.request.temperature, synthetic=self.synthetic,
                                       max_tokens=self.request.max_tokens, phase=badge_phase, note=note),
-            "fig_rate": charts.tokens_per_s_figure(c),
-            "fig_accept": charts.acceptance_figure(c),
         }
+        if not with_charts:
+            return out
+        out["fig_rate"], out["fig_accept"] = charts.tokens_per_s_figure(c), charts.acceptance_figure(c)
         if at is None:
             origin = charts.run_origin(c)
             memory = sampler.series(since=(origin - 2.0) if origin else None) if sampler else {}

@@ -135,7 +135,9 @@ def test_an_unread_run_leaves_under_2_mb_queued_for_its_session(page):
     late, size = read(page, "unread")
     assert size < 2_000_000, f"{size} bytes queued for a session that never read"
     end = [m for m in late if m["msg"] == "process_completed"]
-    assert len(end) == 1 and not end[0]["success"] and "did not read" in end[0]["output"]["error"], end
+    # since the panes are appends a 1000-token run's frames stay under the limit and it ends as usual; past
+    # the limit it is stopped and told why (the frame-level test below)
+    assert len(end) == 1 and (end[0]["success"] or "did not read" in end[0]["output"]["error"]), end
     assert late[-1]["msg"] == "close_stream"
 
 
