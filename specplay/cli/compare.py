@@ -118,6 +118,10 @@ class CompareCommand(CLISubcommand):
                        help="one engine after the other, each with the device to itself, as the page does "
                             "(default), or both at once (on one GPU each slows the other)")
         c.add_argument("--json", action="store_true", help="print one JSON object")
+        c.add_argument("--draft-steps", action="store_true",
+                       help="a draft-model preset at temperature 0: after the run, start the draft model alone and "
+                            "recompute each step's drafts (speculative.step_detail's proposed tokens), checked "
+                            "against vLLM's per-step counts")
         add_remote_arguments(c)
         from specplay.presets.adhoc import add_arguments as add_adhoc_arguments
 
@@ -149,7 +153,8 @@ class CompareCommand(CLISubcommand):
         opener = (lambda: remote_pair(args, preset)) if args.baseline_url else None
         try:
             result = compare_prompt(preset, request, args.schedule, pair=pair, opener=opener, log=log,
-                                    hardware=hardware, step_floor_s=step_floor_s(preset, hardware))
+                                    hardware=hardware, step_floor_s=step_floor_s(preset, hardware),
+                                    draft_steps=args.draft_steps)
         except PairStartError as exc:  # vLLM refused the config, a model is missing, ...: a result too
             return start_failed(args, preset, exc.__cause__)
         except PromptError as exc:

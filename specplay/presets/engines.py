@@ -99,6 +99,19 @@ def engine_settings(preset: Preset, hardware: Hardware | None = None) -> tuple[E
                  for role in (BASELINE, SPECULATIVE))
 
 
+def draft_engine_settings(preset: Preset, hardware: Hardware | None = None) -> EngineSettings | None:
+    """The preset's draft model alone, as a plain engine on the baseline's place (same dtype, length, cores):
+    the stepper's drafts for a draft-model preset come from its greedy continuations. None where the preset
+    has no separate draft checkpoint that drafts one token a pass (EAGLE heads, MTP, PARD, n-gram...)."""
+    spec = preset.speculative_config
+    if preset.facts.draft != "model" or not spec.get("model") or spec.get("parallel_drafting"):
+        return None
+    hardware = hardware or detect()
+    baseline = engine_settings(preset, hardware)[0]
+    args = {**baseline.engine_args, "model": resolve_model(spec["model"])}
+    return EngineSettings("draft", args, baseline.env, baseline.host_cores)
+
+
 def _serve_hardware(preset: Preset, hardware: Hardware | None) -> Hardware:
     hardware = hardware or detect()
     if preset.device == "gpu" and not hardware.gpu_count:  # show the line for the machine it is meant for

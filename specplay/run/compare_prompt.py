@@ -17,11 +17,13 @@ class PairStartError(Exception):
 
 def compare_prompt(preset, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE, pair=None,
                    opener: Callable | None = None, log: Callable = print, hardware=None,
-                   step_floor_s: float | None = None) -> RunResult:
+                   step_floor_s: float | None = None, draft_steps: bool = False) -> RunResult:
     """`request` through both engines of `pair` (started, running `preset`) or of a pair `opener()` returns
     (default: the preset's in-process engines), started here with its progress on `log`. Raises
-    PairStartError if that pair fails to start, PromptError (from the pair) if the prompt is unusable."""
-    own = pair is None
+    PairStartError if that pair fails to start, PromptError (from the pair) if the prompt is unusable.
+    `draft_steps`: then the draft model alone replays each step's drafts (run.draft_steps), once the pair
+    is shut down (where it was started here)."""
+    own, prompt_ids = pair is None, None
     if own:
         if opener is None:
             from specplay.run.pairs import open_pair
@@ -35,10 +37,21 @@ def compare_prompt(preset, request: GenerationRequest, schedule: str = DEFAULT_S
                 pair.start(progress=lambda msg, frac: log(f"[{frac:4.0%}] {msg}"))
             except Exception as exc:
                 raise PairStartError(str(exc)) from exc
-        return result_on(pair, preset, request, schedule, hardware, step_floor_s)
+        result = result_on(pair, preset, request, schedule, hardware, step_floor_s)
+        prompt_ids = pair.prompt_token_ids(request) if draft_steps else None
     finally:
         if own:
             pair.shutdown()
+    if prompt_ids is None or result.stopped:
+        return result
+    from specplay.run.draft_steps import why_not, with_draft_steps
+
+    why = why_not(preset, request.temperature)
+    if why:
+        log(f"--draft-steps: not replayed: {why}")
+        return result
+    log("replaying the draft model's drafts (one more engine start) ...")
+    return with_draft_steps(result, prompt_ids, preset, hardware)
 
 
 def result_on(pair, preset, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE, hardware=None,

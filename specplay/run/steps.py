@@ -11,8 +11,11 @@ can be known exactly, the target's own token at the first rejection, and the ste
   target emitted there, at any temperature (an n-gram draft is one token with probability 1, so a rejected
   one is never resampled to itself), so the proposal gives the step's accepted count.
 - Any method, a step that accepted every one of k drafts: its drafts are the tokens it emitted.
-- Otherwise (EAGLE, MTP, DFlash, suffix, a draft model): vLLM doesn't expose the drafts, so a step has its
-  accepted count only, and `note_for(kind)` says why (from the method table's kind of drafter).
+- A draft model at temperature 0, where asked (`specplay compare --draft-steps`): its drafts are its greedy
+  continuation of each step's context, computed after the run by the draft model alone
+  (engine.draft_runner) and checked like n-gram's.
+- Otherwise (EAGLE, MTP, DFlash, suffix, a draft model not replayed): vLLM doesn't expose the drafts, so a
+  step has its accepted count only, and `note_for(kind)` says why (from the method table's kind of drafter).
 
 Every reconstructed step is checked against vLLM's own per-step counts: the streamed chunks (one a step, an
 accepted count + 1 tokens). A chunk the reconstruction doesn't tile exactly shows unknown (None), never a
@@ -39,7 +42,8 @@ NOTES = {
                  "function), so a step shows its accepted count",
 }
 ALL_K = "(and its drafts only where it accepted all k, since those are the tokens it emitted)"
-MODEL_NOTE = "the {what}'s drafts stay inside vLLM and this run didn't replay them, so a step shows its accepted count " + ALL_K
+MODEL_NOTE = ("the {what}'s drafts stay inside vLLM and this run didn't replay them (`specplay compare --draft-steps` "
+              "does, at temperature 0), so a step shows its accepted count " + ALL_K)
 HIDDEN_NOTE = ("drafts from the {what} are made from the target's hidden states inside the engine and vLLM doesn't return "
                "them, so a step shows its accepted count " + ALL_K)
 
@@ -142,6 +146,8 @@ def _tile(chunk_start: int, size: int, output, room_end: int, propose) -> list[t
     steps, at, end = [], chunk_start, chunk_start + size
     while at < end:
         proposal = propose(at)
+        if proposal is None:  # no draft known for this context (a replayed draft model's, between chunks)
+            return None
         accepted, emitted, target = _verify(proposal, output, at, room_end - at)
         steps.append((at, tuple(proposal), accepted, emitted, target))
         at += emitted
@@ -208,6 +214,24 @@ def step_detail(prompt_ids: Sequence[int], side, speculative_config: dict, kind:
     # every decode chunk is one step: the request's own counters say so (chunks alone can't tell a merge)
     exact = side.steps_source == PER_REQUEST and max(0, side.steps - 1) == len(sizes) - 1
     return StepDetail(counted_steps(output, sizes, times, k, exact), note_for(kind))
+
+
+def chunk_contexts(prompt_ids: Sequence[int], side) -> list[list[int]]:
+    """The context (prompt + output so far) where each decode chunk starts: where a draft model drafted a
+    step, when chunks are steps. What `replayed` needs the draft's continuations of."""
+    output, sizes = list(side.token_ids), list(side.step_sizes)
+    starts, at = [], sizes[0] if sizes else 0
+    for size in sizes[1:]:
+        starts.append(at)
+        at += size
+    return [list(prompt_ids) + output[:start] for start in starts]
+
+
+def replayed(contexts: Sequence[Sequence[int]], continuations: Sequence[Sequence[int]]) -> Callable:
+    """`propose` for step_detail from a draft model's greedy continuations of `contexts` (by their length:
+    a context is always a prefix of the same prompt + output); None where none was computed."""
+    table = {len(c): list(p) for c, p in zip(contexts, continuations)}
+    return lambda context: table.get(len(context))
 
 
 def acceptance_histogram(counters) -> list[int]:
