@@ -82,7 +82,7 @@ def request_for(text, preset, max_tokens: int):
 
 def prompt_row(pair, preset, hardware, label: str, request) -> dict:
     """One prompt through both engines, one after the other: its identity, speedup and explanation."""
-    from specplay.cli.compare import step_floor_s
+    from specplay.plan.memory import target_step_floor_s as step_floor_s
     from specplay.core.events import Schedule
     from specplay.run.compare_prompt import result_on
 

@@ -38,21 +38,6 @@ def request_of(args, preset):
     )
 
 
-def step_floor_s(preset, hardware) -> float | None:
-    """The baseline step's bandwidth floor on this GPU: the target's weights on one GPU (the memory plan
-    counts them from its config) read at the GPU's memory bandwidth; None on a CPU or an unknown GPU."""
-    from specplay.core.hardware import bandwidth_floor_s, memory_bandwidth
-    from specplay.plan.memory import plan
-
-    if memory_bandwidth(hardware.gpu_name if hardware.gpu_count else None) is None:
-        return None
-    try:
-        weights = plan(preset, hardware).engine(BASELINE).weight_bytes_per_device
-    except Exception:  # the floor only sharpens the explanation: never fail a run for it
-        return None
-    return bandwidth_floor_s(weights, hardware)
-
-
 def runs(pair, preset) -> bool:
     """Whether a started pair runs this preset: by name, or (an ad-hoc pair) by the same engine arguments."""
     if getattr(pair.tag, "name", None) == preset.name:
@@ -135,6 +120,7 @@ class CompareCommand(CLISubcommand):
         from specplay.engine.base import PromptError
         from specplay.presets.adhoc import from_arguments
         from specplay.presets.catalog import default_preset_name, get_preset
+        from specplay.plan.memory import target_step_floor_s
         from specplay.run.compare_prompt import PairStartError, compare_prompt
 
         preset = from_arguments(args) or get_preset(args.preset or default_preset_name())
@@ -153,7 +139,7 @@ class CompareCommand(CLISubcommand):
         opener = (lambda: remote_pair(args, preset)) if args.baseline_url else None
         try:
             result = compare_prompt(preset, request, args.schedule, pair=pair, opener=opener, log=log,
-                                    hardware=hardware, step_floor_s=step_floor_s(preset, hardware),
+                                    hardware=hardware, step_floor_s=target_step_floor_s(preset, hardware),
                                     draft_steps=args.draft_steps)
         except PairStartError as exc:  # vLLM refused the config, a model is missing, ...: a result too
             return start_failed(args, preset, exc.__cause__)

@@ -74,8 +74,9 @@ class LiveRun:
         self.pieces = {role: views.TokenPieces(self.decoders.get(role)) for role in (BASELINE, SPECULATIVE)}
         if self.step_floor_s is None and self.device == "gpu":
             from specplay.core.hardware import detect
+            from specplay.plan.memory import target_step_floor_s
 
-            self.step_floor_s = target_step_floor_s(self.preset, detect())
+            self.step_floor_s = target_step_floor_s(self.preset, detect())  # cached per preset and GPU
 
     def add(self, event) -> None:
         self.comparison.add(event)
@@ -181,27 +182,6 @@ def empty_frame(preset: Preset) -> dict:
     live = LiveRun(preset, GenerationRequest(prompt="-"), {})
     return {**live.frame(), "badge": views.badge_html(None), "explain": views.explain_html(None),
             "summary": charts.summary_table(None)}
-
-
-_FLOORS: dict[tuple[str, str | None], float | None] = {}  # per preset and GPU: its memory plan reads configs
-
-
-def target_step_floor_s(preset: Preset, hardware) -> float | None:
-    """The baseline step's bandwidth floor on this GPU: the target's weights on one GPU (the memory plan
-    counts them from its config) read at the GPU's memory bandwidth; None on a CPU or an unknown GPU."""
-    from specplay.core.hardware import bandwidth_floor_s, memory_bandwidth
-    from specplay.plan.memory import plan
-
-    if memory_bandwidth(hardware.gpu_name if hardware.gpu_count else None) is None:
-        return None
-    key = (preset.name, hardware.gpu_name)
-    if key not in _FLOORS:
-        try:
-            weights = plan(preset, hardware).engine(BASELINE).weight_bytes_per_device
-        except Exception:  # the floor only sharpens the explanation: never fail a run for it
-            weights = None
-        _FLOORS[key] = bandwidth_floor_s(weights, hardware)
-    return _FLOORS[key]
 
 
 def exports(values: dict) -> dict:

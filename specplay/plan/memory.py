@@ -337,3 +337,24 @@ def _plan_cpu(preset, memory: MachineMemory, result: MemoryPlan) -> None:
         result.reason = (f"fits: about {_gib(total)} GiB of RAM for both engines, {_gib(memory.ram_available)} GiB "
                          f"available; KV space for {b.max_sequences} (baseline) and {s.max_sequences} (speculative) "
                          f"sequences of {result.max_model_len:,} tokens")
+
+
+_FLOORS: dict[tuple[str, str | None], float | None] = {}  # per preset and GPU: its plan reads the model configs
+
+
+def target_step_floor_s(preset, hardware) -> float | None:
+    """The baseline step's bandwidth floor on this GPU: the target's weights on one GPU (this plan counts
+    them from its config) read at the GPU's memory bandwidth; None on a CPU or an unknown GPU. The page and
+    `specplay compare` both use it, for the explanation's "mostly fixed overhead" sentence."""
+    from specplay.core.hardware import bandwidth_floor_s, memory_bandwidth
+
+    if memory_bandwidth(hardware.gpu_name if hardware.gpu_count else None) is None:
+        return None
+    key = (preset.name, hardware.gpu_name)
+    if key not in _FLOORS:
+        try:
+            weights = plan(preset, hardware).engine(BASELINE).weight_bytes_per_device
+        except Exception:  # the floor only sharpens the explanation: never fail a run for it
+            weights = None
+        _FLOORS[key] = bandwidth_floor_s(weights, hardware) if weights is not None else None
+    return _FLOORS[key]

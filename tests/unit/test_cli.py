@@ -88,15 +88,13 @@ def test_bad_arguments_exit_2_before_any_engine_starts(capsys):
 
 
 def test_the_bandwidth_floor_comes_from_the_memory_plan_and_the_gpu_table():
-    from specplay.cli.compare import step_floor_s
     from specplay.core.hardware import Hardware
-    from specplay.page.live_run import target_step_floor_s
+    from specplay.plan.memory import target_step_floor_s as step_floor_s  # the page's and compare's, one place
     from specplay.presets.catalog import get_preset
 
     h200, unknown = Hardware(1, "NVIDIA H200", (0,)), Hardware(1, "Some Future GPU", (0,))
     eight_b = get_preset("llama31-8b-eagle3")
     assert step_floor_s(eight_b, h200) == pytest.approx(16.06e9 / 4.8e12, rel=0.02)  # bf16 8B: 3.3 ms
-    assert target_step_floor_s(eight_b, h200) == step_floor_s(eight_b, h200)
     assert step_floor_s(eight_b, unknown) is None and step_floor_s(eight_b, Hardware(0, None, (0,))) is None
 
 
