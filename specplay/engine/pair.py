@@ -49,6 +49,10 @@ class _EngineFailed(RuntimeError):
 
 @dataclass
 class PairStatus:
+    """The pair's own live record, written as it loads (mutable). The page reads it into a frozen
+    page.manager.ManagerStatus, which adds what only the page knows (the preset's name, time loading, a
+    recovery under way): one vocabulary (PairState), two owners, so neither class carries the other's fields."""
+
     state: str = PairState.IDLE
     message: str = ""
     progress: float = 0.0

@@ -26,6 +26,9 @@ from specplay.engine.telemetry import MemorySampler, sampler_for_pair
 
 @dataclass(frozen=True)
 class ManagerStatus:
+    """A snapshot of the page's engines for the status line, the poller and /health: the pair's PairStatus
+    (engine.pair) as the page last read it, plus the preset, the time spent and whether it is recovering."""
+
     state: PairState  # idle | loading | ready | error: the pair's vocabulary (a StrEnum: compares as its string)
     preset: str
     message: str
