@@ -145,7 +145,8 @@ def step_html(run: StepperRun | None, index) -> str:
         return IDLE
     i = _int(index, 1, 1, len(run.steps)) - 1
     step = run.steps[i]
-    accepted = "unknown" if step["accepted"] is None else f"{step['accepted']} of {step['drafted'] or run.k}"
+    accepted = ("unknown" if step["accepted"] is None else "nothing: no draft" if step["drafted"] == 0
+                else f"{step['accepted']} of {step['drafted'] or run.k}")  # drafted 0: the lookup found no match
     so_far = "".join(run.pieces[:step["start"]])
     tail = ("…" + so_far[-CONTEXT_CHARS:]) if len(so_far) > CONTEXT_CHARS else so_far
     note = f'<div class="st-note">{esc(run.note)}</div>' if run.note else ""

@@ -43,6 +43,14 @@ def test_a_rejected_step_shows_accepted_rejected_target_and_greyed_tokens():
     assert "st-rejected" not in html and 'st-target" title="the target&#x27;s own next token">.<' in html
 
 
+def test_a_step_with_no_draft_says_so_not_0_of_k():
+    """The n-gram lookup found no match: vLLM drafted nothing that step (it showed "accepted 0 of 4")."""
+    none = {"start": 1, "tokens": 1, "accepted": 0, "drafted": 0, "proposed": [], "target_token": 1,
+            "seconds": 0.05}
+    html = stepper.step_html(stepper.run_from(_result([none]), k=4, decode=decode), 1)
+    assert "accepted nothing: no draft" in html and "0 of 4" not in html
+
+
 def test_an_unknown_step_says_so_with_the_methods_note_and_never_guesses():
     note = "EAGLE drafts from the target's hidden states inside the engine and vLLM doesn't return the drafted tokens"
     run = stepper.run_from(_result([UNKNOWN], note), k=4, decode=decode)
