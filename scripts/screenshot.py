@@ -4,6 +4,10 @@ for the verdict and saves the whole page.
 
     python scripts/screenshot.py [--url http://127.0.0.1:7860/] [--out docs/page.png] [--prompt TEXT]
                                  [--max-tokens N] [--theme light|dark] [--timeout 900]
+                                 [--stepper-gif docs/stepper.gif --frames 6]
+
+--stepper-gif also walks the stepper after the run: from two steps before the first rejected draft, one
+picture a step, played as a GIF (the README's).
 
 Needs selenium and chromium + chromium-driver (`scripts/setup.sh --test` installs them). CHROMIUM, CHROMEDRIVER and
 CHROMIUM_LD_LIBRARY_PATH point it at another copy (the GPU machine has none: benchmarks/gpu/chromium-bundle.sh).
@@ -12,6 +16,7 @@ CHROMIUM_LD_LIBRARY_PATH point it at another copy (the GPU machine has none: ben
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shutil
 import sys
@@ -30,6 +35,8 @@ def parse_args(argv=None):
     p.add_argument("--theme", choices=["light", "dark"], default="light")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds for the engines to load and the run")
     p.add_argument("--width", type=int, default=1440)
+    p.add_argument("--stepper-gif", default=None, help="also a GIF of the stepper, one frame a step, here")
+    p.add_argument("--frames", type=int, default=6, help="steps in the GIF")
     return p.parse_args(argv)
 
 
@@ -77,6 +84,39 @@ def run_once(driver, args) -> str:
     return page_error(driver) or driver.find_element(By.CSS_SELECTOR, "#badge").text
 
 
+def stepper_gif(driver, out: str, frames: int, width: int) -> str:
+    """The stepper from two steps before where it opened (the run's first rejected draft), `frames` steps on,
+    one picture each (the window tall enough for the whole element), saved as a GIF that loops."""
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def shown() -> int:
+        text = driver.find_element(By.CSS_SELECTOR, "#stepper-view").text
+        return int(text.split("Step ", 1)[1].split(" ", 1)[0]) if "Step " in text else 0
+
+    def press(css: str, expected: int) -> None:
+        driver.find_element(By.CSS_SELECTOR, css).click()
+        WebDriverWait(driver, 60).until(lambda d: shown() == expected)
+
+    WebDriverWait(driver, 60).until(lambda d: shown() > 0)
+    driver.set_window_size(width, driver.execute_script("return document.documentElement.scrollHeight") + 200)
+    for _ in range(min(2, shown() - 1)):
+        press("#st-prev", shown() - 1)
+    pictures = []
+    for i in range(frames):
+        element = driver.find_element(By.CSS_SELECTOR, "#stepper")
+        driver.execute_script("arguments[0].scrollIntoView({block: 'start'})", element)
+        time.sleep(0.5)
+        pictures.append(Image.open(io.BytesIO(element.screenshot_as_png)).convert("RGB"))
+        if i < frames - 1:
+            press("#st-next", shown() + 1)
+    size = (min(p.width for p in pictures), min(p.height for p in pictures))
+    pictures = [p.crop((0, 0, *size)).quantize(colors=128) for p in pictures]
+    pictures[0].save(out, save_all=True, append_images=pictures[1:], duration=1600, loop=0, optimize=True)
+    return f"{out}: {len(pictures)} steps"
+
+
 def page_error(driver) -> str:
     from selenium.webdriver.common.by import By
 
@@ -114,6 +154,8 @@ def main(argv=None) -> int:
         print(f"{args.out}: {verdict.splitlines()[0] if verdict else '?'}")
         if verdict.startswith("page error"):
             return 1
+        if args.stepper_gif:
+            print(stepper_gif(driver, args.stepper_gif, args.frames, args.width))
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
