@@ -30,7 +30,7 @@ def page(tmp_path, monkeypatch):
     vocab = {i: f" w{i}" for i in range(LONG + 2)}
 
     def factory(preset, hw, log=print):
-        pair = FakePair(_events_for, preset, step_delay=0.01)
+        pair = FakePair(_events_for, preset, step_delay=0.004)  # 1000 tokens in ~2 s a side
         for engine in pair.engines.values():
             engine.vocab = vocab
         return pair
