@@ -55,6 +55,18 @@ def by_elem_id(demo, fn_index: int, message: dict) -> dict:
     return {getattr(b, "elem_id", None): v for b, v in zip(outputs, message["output"]["data"])}
 
 
+def words_pair(preset, n: int, step_delay: float):
+    """A FakePair whose run is n tokens a side, " w0 w1 …" (the speculative side accepting one draft a step,
+    so steps of 2), step_delay seconds a step: the browser tests' page behind fake_page."""
+    from specplay.core.events import BASELINE, SPECULATIVE
+
+    events = synthetic_events(list(range(n)), [[0]] + [[i, i + 1] for i in range(1, n, 2)])
+    pair = FakePair(lambda r: events, preset, step_delay=step_delay)
+    for role in (BASELINE, SPECULATIVE):
+        pair.engines[role].vocab = {i: f" w{i}" for i in range(n + 2)}
+    return pair
+
+
 def fake_page(tmp_path, monkeypatch, make_pair):
     """A real page on a FakePair from `make_pair(preset)`, served on a free port (a generator for a pytest
     fixture): yields the demo and its URL, closes both after."""

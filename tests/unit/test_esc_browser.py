@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from specplay.core.events import BASELINE, SPECULATIVE
-from tests.public_page_fixtures import fake_page
-from tests.ui_fixtures import FakePair, synthetic_events
+from tests.public_page_fixtures import fake_page, words_pair
 from tests.unit.test_deep_link import _chromium
 
 # A slow stream (2 tokens every 0.25 s, 250 s a side): the run still streams when Esc arrives on a loaded
@@ -18,17 +16,9 @@ from tests.unit.test_deep_link import _chromium
 N = 2000
 
 
-def _pair(preset):
-    events = synthetic_events(list(range(N)), [[0]] + [[i, i + 1] for i in range(1, N, 2)])
-    pair = FakePair(lambda r: events, preset, step_delay=0.25)
-    for role in (BASELINE, SPECULATIVE):
-        pair.engines[role].vocab = {i: f" w{i}" for i in range(N + 2)}
-    return pair
-
-
 @pytest.fixture
 def page(tmp_path, monkeypatch):
-    yield from fake_page(tmp_path, monkeypatch, _pair)
+    yield from fake_page(tmp_path, monkeypatch, lambda preset: words_pair(preset, N, 0.25))
 
 
 @pytest.mark.page
