@@ -161,12 +161,15 @@ def measure(args, preset, hardware, client, pair) -> int:
     load_before, out = os.getloadavg(), Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
+    from specplay.engine.base import engines_json
+
     def save(samples):
         report = {"preset": preset.name, "hardware": hardware.describe(), "platform": platform.platform(),
                   "max_tokens": args.max_tokens, "rounds": args.rounds, "prompts": args.prompts,
                   "layouts": {k: [list(c) for c in LAYOUTS[k]] for k in layouts},
                   "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                  "summary": summarize(samples, layouts), "samples": samples, "engines": pair.engine_info()}
+                  "summary": summarize(samples, layouts), "samples": samples,
+                  "engines": engines_json(pair.engine_info())}
         out.write_text(json.dumps(report, indent=2) + "\n")
 
     samples = run_rounds(args, client, pair, prompts, requests, layouts, save)

@@ -167,12 +167,14 @@ def measure(args, preset, client, pair) -> int:
             samples.append(sample)
             print(f"round {r} prompt {i}: " + ", ".join(f"{path} {sample[path]['speedup']}×" for path in paths),
                   flush=True)
+    from specplay.engine.base import engines_json
+
     summary = summarize(samples, paths)
     report = {
         "preset": preset.name, "hardware": hardware.describe(), "platform": platform.platform(),
         "max_tokens": args.max_tokens, "rounds": args.rounds, "prompts": len(prompts), "paths": paths,
         "update_hz": UPDATE_HZ, "summary": summary, "samples": samples,
-        "engines": pair.engine_info(),
+        "engines": engines_json(pair.engine_info()),
         "definition": "tokens/s = decode rate (tokens after the first / time from first to last token), "
                       "engine-side timestamps; ratios are means over runs paired by round and prompt",
     }

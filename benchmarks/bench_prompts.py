@@ -114,12 +114,13 @@ def preset_rows(pair, name: str, preset, hardware, prompts, max_tokens: int) -> 
 
 def preset_record(pair, preset, hardware, rows: list[dict]) -> dict:
     """A preset's summary over its prompts, with its engines and (on a GPU) their memory."""
+    from specplay.engine.base import engines_json
     from specplay.presets.catalog import dtype_for
 
     speedups = [r["speedup"] for r in rows if r["speedup"]]
     memory = gpu_memory_gib(pair) if hardware.device == "gpu" else None
     return {
-        "dtype": dtype_for(preset, hardware.device), "engines": pair.engine_info(),
+        "dtype": dtype_for(preset, hardware.device), "engines": engines_json(pair.engine_info()),
         "identical": f"{sum(r['identical'] for r in rows)}/{len(rows)}",
         "speedup_median": round(statistics.median(speedups), 3) if speedups else None,
         "speedup_range": [min(speedups), max(speedups)] if speedups else None,
@@ -153,14 +154,17 @@ def main(argv=None) -> int:
             record = report["presets"][name] = preset_record(pair, preset, hardware, rows)
             print(f"{name}: identical {record['identical']}, speedup median "
                   f"{record['speedup_median']} range {record['speedup_range']}")
+            write_report(report, Path(args.out))  # after each preset: a run cut short by a deadline keeps its presets
     finally:
         if pair is not None:
             pair.shutdown()
-    out = Path(args.out)
+    print(f"written to {args.out}")
+    return 0
+
+
+def write_report(report: dict, out: Path) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"written to {out}")
-    return 0
 
 
 if __name__ == "__main__":  # vLLM spawns engine processes that re-import the main module

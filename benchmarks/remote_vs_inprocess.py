@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from specplay.bench.workloads import load_workload, token_id_prompts  # noqa: E402
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, Schedule  # noqa: E402
+from specplay.engine.base import engines_json  # noqa: E402
 from specplay.presets.catalog import get_preset  # noqa: E402
 from specplay.run import stream  # noqa: E402
 
@@ -90,7 +91,7 @@ def remote_rows(preset, prompts, args) -> tuple[list[dict], dict]:
     try:
         pair = open_remote_pair(servers.urls[BASELINE], servers.urls[SPECULATIVE], preset, timeout_s=300)
         pair.start(progress=lambda msg, frac: None)
-        info["engines"] = pair.engine_info()
+        info["engines"] = engines_json(pair.engine_info())
         rows = measure(pair, preset, prompts, args.repeats, args.max_tokens)
         pair.shutdown()
         if args.sweep_rates:
@@ -107,7 +108,7 @@ def inprocess_rows(preset, prompts, args) -> tuple[list[dict], dict]:
     t0 = time.monotonic()
     pair = open_pair(preset, log=lambda *a: None)
     pair.start(progress=lambda msg, frac: None)
-    info = {"start_s": round(time.monotonic() - t0, 1), "engines": pair.engine_info()}
+    info = {"start_s": round(time.monotonic() - t0, 1), "engines": engines_json(pair.engine_info())}
     try:
         return measure(pair, preset, prompts, args.repeats, args.max_tokens), info
     finally:

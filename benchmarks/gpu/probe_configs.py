@@ -69,6 +69,7 @@ CONFIGS: dict[str, dict] = {
     "draft-k5-v2": dict(target=TARGET_8B, spec=spec("draft_model", 5, model=DRAFT_1B)),
     "draft-k7-v2": dict(target=TARGET_8B, spec=spec("draft_model", 7, model=DRAFT_1B)),
     "draft-k3-fp8": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B, quantization="fp8")),
+    "draft-k2-fp8": dict(target=TARGET_8B, spec=spec("draft_model", 2, model=DRAFT_1B, quantization="fp8")),
     "draft-k3-prob": dict(target=TARGET_8B, spec=spec("draft_model", 3, model=DRAFT_1B,
                                                       draft_sample_method="probabilistic")),
     # dynamic k (num_speculative_tokens_per_batch_size: [min_batch, max_batch, k]); k is the largest of them

@@ -30,6 +30,7 @@ from specplay.bench.vllm_format import serving
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings
+from specplay.presets import verifiers
 from specplay.presets.models import target_vocab_size
 from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, token_id_prompts
 
@@ -115,7 +116,7 @@ class Progress:
 
 # -- settings ---------------------------------------------------------------------------------------------
 def is_synthetic(preset: Preset) -> bool:
-    return preset.speculative_config.get("rejection_sample_method") == "synthetic"
+    return verifiers.is_synthetic(preset.speculative_config)
 
 
 def synthetic_rates(acceptance: float, k: int) -> list[float]:

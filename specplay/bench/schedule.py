@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from specplay.presets.verifiers import is_synthetic
+
 MAX_BATCH = 1024
 NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
 
@@ -108,7 +110,7 @@ def save_preset(source: Path, name: str, dyn: DynamicK, directory: Path) -> Path
     data = yaml.safe_load(source.read_text())
     spec = dict(data["speculative_config"])
     spec.update(dyn.fragment)
-    if spec.get("rejection_sample_method") == "synthetic" and spec.get("synthetic_acceptance_rates"):
+    if is_synthetic(spec) and spec.get("synthetic_acceptance_rates"):
         spec["synthetic_acceptance_rates"] = _rates(spec["synthetic_acceptance_rates"], spec["num_speculative_tokens"])
     data.update(name=name, speculative_config=spec,
                 description=f"{data.get('description', '')} — dynamic k from a bench: {dyn.sentence()}".strip())

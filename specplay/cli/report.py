@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from specplay.cli.base import console
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE
+from specplay.presets.verifiers import verifier_named
 from specplay.run import metrics
 from specplay.run.steps import acceptance_histogram
 
@@ -24,6 +25,8 @@ def verdict(result) -> str:
     for role, top in (result.divergence_candidates or {}).items():
         if top:  # the top candidates there, so a near-tie reads as one
             lines.append(f"  {role + ' top:':<17}" + ", ".join(f"{text!r} {lp:.3f}" for text, lp in top))
+    if result.verifier is not None and verifier_named(result.verifier).why_different:  # a lossy verifier: by design
+        lines.append("  " + verifier_named(result.verifier).why_different)
     return "\n".join(lines)
 
 

@@ -84,6 +84,11 @@ class EngineInfo(Mapping):
         return len(self.to_json())
 
 
+def engines_json(engines) -> dict:
+    """Per role, the engines' EngineInfo as JSON: what a run's and every benchmark's report writes."""
+    return {role: info.to_json() for role, info in engines.items()}
+
+
 EMPTY_PROMPT = "The prompt is empty: type something for both engines to answer."
 
 

@@ -24,6 +24,7 @@ from specplay.run.comparison import Comparison
 from specplay.run.result import RunResult
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, Schedule
 from specplay.presets.catalog import Preset, where_it_pays
+from specplay.presets.verifiers import Verifier, verifier_of
 
 UPDATE_HZ = 4.0  # page redraws a second while streaming or replaying
 # Chart (and streaming run JSON) redraws a second then: Plotly redraws whole figures, and at 4 Hz three charts took most of a browser's
@@ -90,8 +91,8 @@ class LiveRun:
             yield event
 
     @property
-    def synthetic(self) -> bool:
-        return self.preset.speculative_config.get("rejection_sample_method") == "synthetic"
+    def verifier(self) -> Verifier:
+        return verifier_of(self.preset.speculative_config)
 
     @property
     def replayable(self) -> bool:
@@ -119,7 +120,7 @@ class LiveRun:
         out = {
             "pane_b": self._pane(c, BASELINE, texts, divergence),
             "pane_s": self._pane(c, SPECULATIVE, texts, divergence, waiting),
-            "badge": views.badge_html(c, texts, temperature=self.request.temperature, synthetic=self.synthetic,
+            "badge": views.badge_html(c, texts, temperature=self.request.temperature, verifier=self.verifier,
                                       max_tokens=self.request.max_tokens, phase=badge_phase, note=note),
         }
         if not with_charts:

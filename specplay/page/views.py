@@ -14,6 +14,7 @@ from specplay.run.comparison import Comparison, divergence_candidates
 from specplay.core.events import BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE
 from specplay.page.css import CSS  # noqa: F401  (the page's stylesheet: ui.py passes views.CSS)
 from specplay.page.settings import scrub
+from specplay.presets.verifiers import Verifier, verifier_named
 
 PREFILL_COLOR = "#c7d2fe"
 ZERO_COLOR = "#e5e7eb"  # a step that accepted nothing: only the target's own token
@@ -157,8 +158,6 @@ WHY_T0 = ("Why: the speculative engine verifies k+1 tokens in one forward pass w
 WHY_SAMPLED = ("Why: at a temperature above 0 both engines sample, and speculative decoding consumes random "
                "numbers differently (rejection sampling), so different outputs are expected by design; only "
                "the distribution of outputs is the same.")
-WHY_SYNTHETIC = ("Why: this preset accepts drafted tokens synthetically (dummy weights), so outputs differ by "
-                 "design; watch the speed, not the text.")
 
 
 def _one_line(text: str) -> str:
@@ -170,9 +169,11 @@ def _context(pieces: list[str], start: int, end: int) -> str:
 
 
 def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | None = None,
-               temperature: float = 0.0, synthetic: bool = False, max_tokens: int | None = None, phase: str = "live", note: str = "") -> str:
+               temperature: float = 0.0, verifier: Verifier | None = None, max_tokens: int | None = None,
+               phase: str = "live", note: str = "") -> str:
     """The identity verdict. Before a run: a hint; while streaming or replaying (`phase`): progress; when both finished:
-    identical, or where they diverged with both continuations and why that happens."""
+    identical, or where they diverged with both continuations and why that happens (`verifier`: the preset's,
+    presets.verifiers; a lossy or synthetic one differs by design)."""
     if comparison is None:
         return '<div class="badge idle">Run a prompt: both engines answer it, and the panes race.</div>'
     b, s = comparison.baseline, comparison.speculative
@@ -200,7 +201,8 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
                 f'the same {len(b.token_ids)} tokens.</div>')
     pieces = pieces or {}
     pb, ps = pieces.get(BASELINE, []), pieces.get(SPECULATIVE, [])
-    why = WHY_SYNTHETIC if synthetic else WHY_SAMPLED if temperature > 0 else WHY_T0
+    verifier = verifier or verifier_named(None)
+    why = verifier.why_different or (WHY_SAMPLED if temperature > 0 else WHY_T0)
     common = _one_line("".join(pb[max(0, index - 8):index]))
     return (f'<div class="badge diverged"><span class="verdict">≠ Diverged at token {index + 1}</span> '
             f'(the first {index} tokens are identical)'
@@ -208,7 +210,7 @@ def badge_html(comparison: Comparison | None, pieces: dict[str, list[str]] | Non
             f'<div><b>speculative:</b> …{common}<mark class="div-s">{_context(ps, index, index + 12)}</mark></div></div>'
             f'<div class="why">{esc(why)}</div>'
             # synthetic acceptance emits drafts whatever the model rates them: no near-tie to tell apart
-            f'{"" if synthetic else candidates_html(divergence_candidates(b, s, index))}</div>')
+            f'{candidates_html(divergence_candidates(b, s, index)) if verifier.reads_target else ""}</div>')
 
 
 NEAR_TIE_NATS = 0.5  # the two sides' picks within this of each other in the baseline's own log-probabilities

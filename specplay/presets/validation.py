@@ -11,6 +11,7 @@ from specplay.presets.capabilities import INSTALLED
 from specplay.presets.methods import METHOD_FACTS, V2_UNSUPPORTED, facts_for
 from specplay.presets.models import local_config, ref_problem
 from specplay.presets.schema import Preset, PresetError, PresetFile, parse
+from specplay.presets.verifiers import is_synthetic
 
 _PARALLEL_TOKEN_KEYS = ("pard_token", "mask_token_id", "ptd_token_id")  # what vLLM's proposer reads
 
@@ -99,7 +100,7 @@ def _check_speculative_config(source: Path, spec: dict, tp: int) -> None:
         if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
             _fail(source, "speculative_config.prompt_lookup_min/max", "integers with 1 <= min <= max", (lo, hi))
     _check_draft(source, spec, facts, tp)
-    if spec.get("rejection_sample_method", "standard") == "synthetic":
+    if is_synthetic(spec):
         rates = spec.get("synthetic_acceptance_rates")
         if not (isinstance(rates, list) and len(rates) == k and all(0 <= r <= 1 for r in rates)
                 and all(a >= b for a, b in zip(rates, rates[1:]))):

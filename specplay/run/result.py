@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
 from specplay.core.trace import EngineTrace, _round
-from specplay.engine.base import EngineInfo
+from specplay.engine.base import EngineInfo, engines_json
+from specplay.presets.verifiers import verifier_named, verifier_of
 from specplay.run.comparison import Comparison, divergence_candidates, divergence_context
 from specplay.run.noise import Noise, noise_of
 from specplay.run.steps import StepDetail, acceptance_histogram, step_detail
@@ -99,6 +100,8 @@ class RunResult:
     noise: Noise | None = None
     # the speculative engine's verification steps, reconstructed (specplay.run.steps); needs the preset
     step_detail: StepDetail | None = None
+    # the speculative config's rejection_sample_method (presets.verifiers; None: no preset given)
+    verifier: str | None = None
 
     def __post_init__(self):
         typed = {role: info if isinstance(info, EngineInfo) else EngineInfo.from_json(info)
@@ -138,7 +141,8 @@ class RunResult:
         sentence = explain(result, preset.facts.kind, preset.num_speculative_tokens, device, step_floor_s)
         detail = step_detail(c.prompt_token_ids, c.speculative, preset.speculative_config, preset.facts.kind,
                              preset.target.max_model_len)
-        return dataclasses.replace(result, explanation=sentence, step_detail=detail)
+        return dataclasses.replace(result, explanation=sentence, step_detail=detail,
+                                   verifier=verifier_of(preset.speculative_config).name)
 
     @property
     def stopped(self) -> bool:
@@ -226,6 +230,8 @@ class RunResult:
             out["request"] = dataclasses.asdict(self.request)
         if self.load_seconds is not None:
             out["load_seconds"] = self.load_seconds
-        out["engines"] = {role: info.to_json() for role, info in self.engines.items()}
+        out["engines"] = engines_json(self.engines)
         out["explanation"] = self.explanation
+        if self.verifier is not None:  # whether T=0 promises identical outputs (docs/cli.md)
+            out["verifier"], out["verifier_exact"] = self.verifier, verifier_named(self.verifier).exact
         return out

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from specplay.core.events import BASELINE, SPECULATIVE, StepEvent
 from specplay.engine.vllm_engine import TOP_LOGPROBS, chunk_of, top_logprobs
 from specplay.page import views
+from specplay.presets.verifiers import verifier_named
 from specplay.run.result import RunResult
 from tests.ui_fixtures import comparison_of, synthetic_events
 
@@ -55,8 +56,9 @@ def test_divergence_candidates_reach_the_json_and_the_badge():
     # Synthetic acceptance (dummy presets) emits drafts whatever the model rates them: the H200 screenshot
     # showed a 'near-tie' table under "outputs differ by design"; no candidates there.
     synthetic = views.badge_html(comparison, {BASELINE: ["a", "b", "c", "d"], SPECULATIVE: ["a", "b", "z", "d"]},
-                                 synthetic=True)
-    assert views.WHY_SYNTHETIC in synthetic and "<table>" not in synthetic and "near-tie" not in synthetic
+                                 verifier=verifier_named("synthetic"))
+    assert verifier_named("synthetic").why_different in synthetic
+    assert "<table>" not in synthetic and "near-tie" not in synthetic
     far = views.candidates_html({BASELINE: [["a", -0.1], ["b", -4.0]], SPECULATIVE: [["b", -0.2]]})
     assert "clear preference" in far
     assert "not among the baseline" in views.candidates_html({BASELINE: [["a", -0.1]], SPECULATIVE: [["q", -0.2]]})

@@ -196,7 +196,8 @@ def test_a_step_without_a_draft_counts_and_a_cut_last_step_does_not_undercount()
 # -- the JSON at the edges ----------------------------------------------------------------------------------------
 COMPARE_KEYS = {"identical", "first_divergence", "speedup", "tokens_per_step_ratio", "step_cost_ratio", "schedule",
                 "prompt_tokens", "baseline", "speculative", "preset", "load_seconds", "engines", "explanation",
-                "speedup_interval", "tokens_per_step_ratio_interval", "step_cost_ratio_interval"}
+                "speedup_interval", "tokens_per_step_ratio_interval", "step_cost_ratio_interval", "verifier",
+                "verifier_exact"}
 ENGINE_KEYS = {"text", "token_ids", "ttft_s", "tokens_per_s", "steps", "steps_source", "step_sizes", "step_seconds",
                "tokens_per_step", "finish_reason"}
 SPEC_KEYS = ENGINE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",
@@ -214,6 +215,7 @@ def test_compare_json_keys_and_values_are_pinned():
                           load_seconds={BASELINE: 1.0, SPECULATIVE: 2.0})
     out = json.loads(json.dumps(result.to_json()))
     assert set(out) == COMPARE_KEYS and set(out[BASELINE]) == ENGINE_KEYS and set(out[SPECULATIVE]) == SPEC_KEYS
+    assert (out["verifier"], out["verifier_exact"]) == ("standard", True)
     assert {k: out[k] for k in ("identical", "first_divergence", "speedup", "tokens_per_step_ratio",
                                 "step_cost_ratio", "schedule", "prompt_tokens", "preset")} == {
         "identical": True, "first_divergence": None, "speedup": 2.667, "tokens_per_step_ratio": 2.6667,
@@ -238,5 +240,6 @@ def test_compare_json_keys_and_values_are_pinned():
     from specplay.core.events import GenerationRequest
 
     page = RunResult.of(c, "p", run_id="run-0", request=GenerationRequest(max_tokens=9, temperature=0.5)).to_json()
-    assert set(page) == COMPARE_KEYS - {"load_seconds"} | {"run_id", "request"}
+    # a preset given by name alone has no speculative config, so no verifier
+    assert set(page) == COMPARE_KEYS - {"load_seconds", "verifier", "verifier_exact"} | {"run_id", "request"}
     assert page["request"] == {"max_tokens": 9, "temperature": 0.5}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 from specplay.page import views
+from specplay.presets.verifiers import verifier_named
 from specplay.core.events import BASELINE, SPECULATIVE
 from tests.ui_fixtures import comparison_of, synthetic_events
 
@@ -95,7 +96,8 @@ def test_badge_identical_diverged_stopped_running():
     html = views.badge_html(diverged, {BASELINE: ["x", "y", "z"], SPECULATIVE: ["x", "y", "w"]})
     assert "Diverged at token 3" in html and views.WHY_T0 in html
     assert views.WHY_SAMPLED in views.badge_html(diverged, temperature=0.8)
-    assert views.WHY_SYNTHETIC in views.badge_html(diverged, synthetic=True)
+    synthetic = verifier_named("synthetic")
+    assert synthetic.why_different in views.badge_html(diverged, verifier=synthetic)
     stopped = comparison_of(synthetic_events([1, 2], [[1]], cancelled=True))
     assert "Stopped" in views.badge_html(stopped)
     live = comparison_of(synthetic_events([1, 2], [[1]])[:-1])
