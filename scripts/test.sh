@@ -6,7 +6,7 @@
 #   scripts/test.sh            every test (what CI runs)
 #   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container), 4 pytest-xdist
 #                              workers a file each (most of these tests wait on a page or a fake engine's clock,
-#                              so 4 beat 2 on 2 cores): 2:07 on a quiet machine (2026-12-03), 4:58 in one process
+#                              so 4 beat 2 on 2 cores): 1:54 on a quiet machine (2026-12-03), 4:58 in one process
 # Other arguments go to pytest (e.g. scripts/test.sh tests/engines -k ngram).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -24,7 +24,7 @@ os.environ.setdefault("GRADIO_TEMP_DIR", os.path.join(os.path.dirname(__file__),
 import pytest  # noqa: E402
 
 # The in-process pair's presets, in the order the suite visits them (each after the first: one engine swap).
-PAIR_FIXTURES = {"ngram_pair": "smollm2-ngram"}
+PAIR_FIXTURES = {"ngram_pair": "smollm2-ngram", "layerskip_pair": "smollm2-layerskip-draft"}
 
 
 class PairPool:
@@ -82,6 +82,11 @@ def pair_pool():
 @pytest.fixture
 def ngram_pair(pair_pool):
     return pair_pool.get("smollm2-ngram")
+
+
+@pytest.fixture
+def layerskip_pair(pair_pool):
+    return pair_pool.get("smollm2-layerskip-draft")
 
 
 

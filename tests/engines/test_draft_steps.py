@@ -2,24 +2,23 @@
 (the offline SmolLM2 with a layer-skipped draft, partial acceptance) starts the draft model alone after the
 run and continues each step's context greedily. Every step with drafts must then agree with what the target
 emitted (its accepted drafts are the output there, the target's own token follows), and the run has
-rejected drafts to show. Real CPU engines, the real command line."""
+rejected drafts to show. Real CPU engines, the real command (`specplay.cli.main`)."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 
-def test_compare_draft_steps_recomputes_a_draft_models_drafts_and_each_agrees_with_the_stream():
-    env = dict(os.environ, OMP_NUM_THREADS="1", PLAYGROUND_FORCE_CPU="1", PLAYGROUND_CPU_EAGER="1")
-    done = subprocess.run([sys.executable, "-m", "specplay", "compare", "--preset", "smollm2-layerskip-draft",
-                           "--max-tokens", "32", "--draft-steps", "--json"],
-                          env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "replaying the draft model's drafts" in done.stderr
-    result = json.loads(done.stdout)
+def test_compare_draft_steps_recomputes_a_draft_models_drafts_and_each_agrees_with_the_stream(layerskip_pair, capsys):
+    """The command as it runs (arguments, report, JSON on stdout) on the session's pair, which the pool moved
+    to smollm2-layerskip-draft by swapping only the speculative engine; the draft engine starts here."""
+    from specplay.cli.main import main
+
+    assert main(["compare", "--preset", "smollm2-layerskip-draft", "--max-tokens", "32", "--draft-steps", "--json"],
+                pair=layerskip_pair) == 0
+    done = capsys.readouterr()
+    assert "replaying the draft model's drafts" in done.err
+    result = json.loads(done.out)  # stdout is exactly one JSON object
     spec = result["speculative"]
     out, steps, k = spec["token_ids"], spec["step_detail"], 3
     assert sum(s["tokens"] for s in steps) == len(out) - spec["step_sizes"][0]

@@ -9,10 +9,11 @@ import pytest
 from specplay.presets.catalog import load_presets
 from specplay.presets.models import resolve_model
 
-vllm_config = pytest.importorskip("vllm.config")
 
 
 def _speculative_config(preset):
+    # imported here, not at collection: vllm.config costs ~10 s of CPU, and every xdist worker collects this file
+    vllm_config = pytest.importorskip("vllm.config")
     from vllm.config.speculative import SpeculativeConfig
 
     folder = resolve_model(preset.target.model)
@@ -40,7 +41,7 @@ def test_pard_preset_keeps_parallel_drafting_and_the_pard_token():
 def test_suffix_without_arctic_inference_is_refused_by_vllm_too():
     if importlib.util.find_spec("arctic_inference") is not None:
         pytest.skip("arctic-inference is installed here")
-    from vllm.config.speculative import SpeculativeConfig
+    SpeculativeConfig = pytest.importorskip("vllm.config.speculative").SpeculativeConfig
 
     with pytest.raises(ImportError, match="Arctic Inference"):
         SpeculativeConfig(method="suffix", num_speculative_tokens=8)
