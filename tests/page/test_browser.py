@@ -8,6 +8,7 @@ Needs: apt-get install -y chromium chromium-driver; pip install selenium. script
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -262,7 +263,14 @@ def test_explanation_after_a_losing_run(page, app):
     set_max_tokens(page, 96)
     run_and_wait(page)
     sentence, factors = _explanation(page)
-    assert sentence.startswith(("Steps are too expensive", "Both factors lose")), sentence
-    assert "draft is slow relative to the target" in sentence
+    # the step-time and speedup cards show the loss whichever sentence the run's noise allows
     assert "bad" in factors[1].get_attribute("class") and "bad" in factors[2].get_attribute("class")
+    if sentence.startswith("Within noise"):
+        # beside a CPU hog (the suite's loaded run, 2026-12-03) it measured 0.89x, interval 0.74-1.05x: the page
+        # rightly won't call that a loss. It must still be a loss measured, with an interval that holds 1x.
+        point = float(re.search(r"Within noise \(([\d.]+)×\)", sentence).group(1))
+        assert point < 1.0 and "holds 1×" in sentence, sentence
+    else:
+        assert sentence.startswith(("Steps are too expensive", "Both factors lose")), sentence
+        assert "draft is slow relative to the target" in sentence
     screenshot(page, "explain_losing.png")
