@@ -25,8 +25,9 @@ def verdict(result) -> str:
     for role, top in (result.divergence_candidates or {}).items():
         if top:  # the top candidates there, so a near-tie reads as one
             lines.append(f"  {role + ' top:':<17}" + ", ".join(f"{text!r} {lp:.3f}" for text, lp in top))
-    if result.verifier is not None and verifier_named(result.verifier).why_different:  # a lossy verifier: by design
-        lines.append("  " + verifier_named(result.verifier).why_different)
+    why = verifier_named(result.verifier).why_different if result.verifier is not None else None
+    if why:  # a lossy or synthetic verifier: the outputs differ by design
+        lines.append("  " + why)
     return "\n".join(lines)
 
 
