@@ -204,7 +204,9 @@ def _prepare(manager: PairManager, prompt, max_tokens, temperature, schedule, se
 
 def _failed(message: str, idle: dict, history: list) -> dict:
     message = scrub(message)
-    return {"error": views.error_html(message), "result": {"error": message}, **idle, "history": history}
+    # the session's run is gone with it: the stepper, what-if and "Link to this run" have nothing to show
+    return {"error": views.error_html(message), "result": {"error": message}, **idle, "history": history,
+            "run": None}
 
 
 def _stream(place: RunPlace, inputs: tuple, session: str, shared_cancel=None):
@@ -311,9 +313,10 @@ def _finished(place: RunPlace, live: LiveRun, timed_out: bool, history: list, se
     path = os.path.join(place.history_dir, f"history-{stem}.csv")  # one a session, overwritten
     history_table(history).to_csv(path, index=False)
     message = _end_message(live, timed_out, reloading, place.settings.max_run_seconds)
-    replayable = live.replayable
+    # the session's one run, kept on the server (a gr.State): the replay, stepper, what-if and share link read
+    # it, never the run JSON the browser holds
     return {**live.final(place.manager.sampler, history, path, message), **idle, "history": history,
-            "live": live if replayable else None, "replay_btn": gr.update(interactive=replayable)}
+            "run": live, "replay_btn": gr.update(interactive=live.replayable)}
 
 
 def _end_message(live: LiveRun, timed_out: bool, reloading: tuple[str, ...], limit_s: float) -> str | None:

@@ -19,13 +19,15 @@ from specplay.page.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.page.session import session_id
 from specplay.page.share import NO_RUN, run_link
-from specplay.page.stepper import stepper_panel, wire_stepper
-from specplay.page.whatif_view import whatif_panel, wire_whatif
+from specplay.page.stepper import STEPPER_OUTPUTS, stepper_panel, stepper_values, wire_stepper
+from specplay.page.whatif_view import WHATIF_INPUTS, WHATIF_OUTPUTS, whatif_panel, whatif_values, wire_whatif
 from specplay.presets.catalog import Preset
 from specplay.presets.engines import serve_texts
 
-# Page-only outputs of a run, after API_OUTPUTS: buttons and per-session State aren't part of the API.
-RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "live", "runs_btn")
+# Page-only outputs of a run, after API_OUTPUTS: buttons, the stepper's and what-if's views and per-session
+# State aren't part of the API.
+RUN_OUTPUTS = (API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "run", "runs_btn") + STEPPER_OUTPUTS
+               + WHATIF_INPUTS + WHATIF_OUTPUTS)
 # What a failed run event sets back (its last frame never came)
 IDLE_BUTTONS = ("run_btn", "runs_btn", "stop_btn", "replay_btn")
 # What the status poll redraws on this tab when the engines' state or the preset changes.
@@ -147,9 +149,9 @@ def status_update(manager: PairManager, status: ManagerStatus, preset: Preset) -
 def wire_compare(tab: Section, place: RunPlace) -> None:
     """Run (queued with the switches: one holder of the engines at a time), its replay, Stop, the examples."""
     tab.add("history", gr.State([]))
-    tab.add("live", gr.State(None))  # the last run, for its replay
-    wire_whatif(tab, place.manager)
-    wire_stepper(tab, place.manager)
+    tab.add("run", gr.State(None))  # the session's last finished run (a LiveRun), on the server only
+    wire_whatif(tab)
+    wire_stepper(tab)
 
     def streamed(frames, session: str):
         csv = None
@@ -161,7 +163,7 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
             pooled = isinstance(values.get("result"), dict) and "pooled" in values["result"]
             # a series' last frame: its run JSON rewritten beside the CSV, now with the pooled figures
             written = exports({**values, "history_file": csv}) if pooled and csv else exports(values)
-            yield tab.out({**values, **written})
+            yield tab.out({**run_views(values), **written})
 
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         session = session_id(request)
@@ -173,8 +175,8 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
         yield from streamed(compare_series(place, prompt, max_tokens, temperature, schedule, history, session),
                             session)
 
-    def replay(live):
-        for values in replay_run(place.manager, live):
+    def replay(run):
+        for values in replay_run(place.manager, run):
             yield tab.out({**values, "runs_btn": values["run_btn"]} if "run_btn" in values else values)
 
     replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "runs_btn", "replay_btn"))
@@ -186,14 +188,14 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
         # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
         show_progress="full", show_progress_on=[tab["badge"]],
     )
-    ran.then(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
+    ran.then(replay, inputs=tab["run"], outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
              show_progress="hidden")
     # "Run 3×": one queued event in the runs' group (the guard's one pending event a session covers it)
     series = tab["runs_btn"].click(run_series, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
                                    outputs=tab.list(RUN_OUTPUTS), api_name="run_series", concurrency_limit=1,
                                    concurrency_id="engines", show_progress="full", show_progress_on=[tab["badge"]])
     wire_failed_runs(tab, place, (ran, series))
-    tab["replay_btn"].click(replay, inputs=tab["live"], outputs=replay_outputs, api_visibility="private",
+    tab["replay_btn"].click(replay, inputs=tab["run"], outputs=replay_outputs, api_visibility="private",
                             concurrency_limit=None, show_progress="hidden")
 
     _wire_share(tab, place)
@@ -204,6 +206,14 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
 
     # not queued: Stop must work when the queue is full of waiting runs
     tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
+
+
+def run_views(values: dict) -> dict:
+    """A run's frame, plus the stepper's and what-if's views once it sets the session's run (its last frame,
+    or a failure's: idle)."""
+    if "run" not in values:
+        return values
+    return {**values, **stepper_values(values["run"]), **whatif_values(values["run"])}
 
 
 def wire_failed_runs(tab: Section, place: RunPlace, events) -> None:
@@ -233,12 +243,18 @@ def _wire_share(tab: Section, place: RunPlace) -> None:
     # and the status poll's last key (ui.py): a new visitor's page draws the engines' status afresh
     private = {tab[name].elem_id for name in PRIVATE_OUTPUTS} | {"poll-key"}
 
-    def share(request: gr.Request):
-        name = run_link(request.request.app, session_id(request), private, tab["result"]._id,
-                        place.settings.files_max_age_s)
+    def share(run, request: gr.Request):
+        if run is None or not run.comparison.done:
+            return NO_RUN
+        req = run.request  # the run's own inputs, where the session's posted ones were
+        prompt = req.prompt if req.prompt_token_ids is None else ", ".join(map(str, req.prompt_token_ids))
+        values = {tab["prompt"]._id: prompt, tab["max_tokens"]._id: req.max_tokens,
+                  tab["temperature"]._id: req.temperature, tab["schedule"]._id: str(run.schedule)}
+        name = run_link(request.request.app, session_id(request), run.comparison.run_id, private,
+                        place.settings.files_max_age_s, values)
         return NO_RUN if name is None else f"?deep_link={name}"
 
     # its own group: the guard's one pending event a session covers it, and it never waits for a run
-    tab["share_btn"].click(share, outputs=tab["share_link"], api_name="share_run", concurrency_limit=2,
+    tab["share_btn"].click(share, inputs=tab["run"], outputs=tab["share_link"], api_name="share_run", concurrency_limit=2,
                            concurrency_id="share", show_progress="hidden").then(
         None, js=ABSOLUTE_LINK_JS, inputs=tab["share_link"], outputs=tab["share_link"], api_visibility="private")

@@ -56,6 +56,22 @@ def client_address(request) -> str | None:
     return getattr(getattr(request, "client", None), "host", None)
 
 
+def address_key(address: str | None) -> str | None:
+    """What an address counts as: an IPv4 address as itself (also written as ::ffff:a.b.c.d), an IPv6 one as
+    its /64 (one host's or one customer's network: a single client gets billions of addresses in it)."""
+    if address is None:
+        return None
+    try:
+        ip = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return address  # not an address (a test client's name): itself
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
 def _address(request, local: bool) -> str | None:
     """The address a request counts under; None for a direct client on this machine of a page served to this
     machine only (the operator, a load test): only the per-session limit applies to it. A request that came
@@ -64,7 +80,7 @@ def _address(request, local: bool) -> str | None:
     headers = getattr(request, "headers", None) or {}
     if local and address in LOOPBACK and not headers.get("x-forwarded-for") and not headers.get("forwarded"):
         return None
-    return address
+    return address_key(address)
 
 
 def queued_groups(blocks) -> set[str]:
@@ -175,11 +191,15 @@ def stateless(fn):
 class StatelessPolls:
     """ASGI: Gradio makes (or revives) a session's state, a copy of the page's config, for every call that
     names a session, in a least-recently-used store of `session_capacity`: with more tabs open than that,
-    each 1 Hz status poll evicted another tab's session (its history, its replay). A call of a `stateless`
-    handler for a session Gradio doesn't keep gets one blank state, shared and never stored (so such a
-    handler may hold no gr.State: checked at the first scope)."""
+    each 1 Hz status poll evicted another tab's session (its history, its replay), and a client calling the
+    stepper's or lesson's unqueued handlers under invented session names (~127 a second) evicted every real
+    tab's. So an unqueued call (/run/predict) never makes a session: for a session Gradio doesn't keep, a
+    `stateless` handler (the status poll) gets one blank state, shared and never stored (so such a handler
+    may hold no gr.State: checked at the first scope), and any other gets a blank of its own, dropped after
+    the call. Sessions are made by queued events only, which the queue's limits bound."""
 
-    polling = contextvars.ContextVar("playground_polling", default=False)
+    # per request: "poll" (a stateless handler), "unqueued" (any other /run/predict), or "" (queued, pages)
+    polling = contextvars.ContextVar("playground_polling", default="")
 
     def __init__(self, app, page):
         self.app, self.page, self.indices = app, page, None
@@ -195,9 +215,10 @@ class StatelessPolls:
             body += message.get("body", b"")
             more = message.get("more_body", False) and message["type"] == "http.request"
         try:
-            self.polling.set(json.loads(body or b"{}").get("fn_index") in self.indices)
+            stateless_call = json.loads(body or b"{}").get("fn_index") in self.indices
         except (ValueError, AttributeError):
-            pass  # not ours to judge: Gradio answers it
+            stateless_call = False  # Gradio answers a bad body; it still makes no session
+        self.polling.set("poll" if stateless_call else "unqueued")
         replayed = False
 
         async def replay():
@@ -222,7 +243,10 @@ def _blank_for_polls(page, polling) -> set:
         blank = None
 
         def __getitem__(self, session_id):
-            if polling.get() and session_id not in self.session_data:
+            call = polling.get()
+            if call and session_id not in self.session_data:
+                if call == "unqueued":
+                    return SessionState(self.blocks)  # this call's alone: never stored, so nothing is evicted
                 if Holder.blank is None:
                     Holder.blank = SessionState(self.blocks)
                 return Holder.blank
@@ -233,6 +257,13 @@ def _blank_for_polls(page, polling) -> set:
 
 
 _SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*:", re.I)  # what starts a URL (http:, https:, ...)
+# Gradio serves files at /file=X and at its deprecated alias /gradio_api/file/X (one handler: both fetch URLs)
+_FILE_ROUTE = re.compile(r"/file(?:=|/)(.*)$")
+
+
+def _served_file(path: str) -> str:
+    found = _FILE_ROUTE.search(path)
+    return found.group(1) if found else ""
 
 
 class GuardMiddleware:
@@ -250,7 +281,7 @@ class GuardMiddleware:
             return await _refuse(send, 403, "uploads are turned off on this page")
         if path.endswith("/gradio_api/deep_link"):  # Gradio's: anyone with a session's hash snapshots it, private
             return await _refuse(send, 403, "use the page's own run links")  # links too; page.share makes links
-        served = path.partition("/file=")[2]
+        served = _served_file(path)
         if served and (_SCHEME.match(served) or served.startswith("//")):
             return await _refuse(send, 403, "this page serves its own files only, not URLs")
         length = dict(scope.get("headers") or []).get(b"content-length")

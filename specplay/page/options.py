@@ -83,6 +83,12 @@ DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, 
             "load_format": "auto", "memory_split": "0.4,0.45"}
 REMOTE_KEYS = ("baseline_url", "speculative_url")
 TRUSTED_PROXIES_ENV = "PLAYGROUND_TRUSTED_PROXIES"
+# On a Hugging Face Space (which sets SPACE_ID) every visitor comes through the platform's proxy, whose
+# address is private: untrusted, all visitors shared its 3 places (one visitor's 3 tabs blocked everyone).
+# Nothing reaches a Space's container but that proxy, so its private ranges are trusted there by default
+# (the proxy appends the visitor's address to X-Forwarded-For; uvicorn takes the rightmost untrusted hop).
+SPACE_ENV = "SPACE_ID"
+SPACE_PROXIES = "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10,fc00::/7"
 
 
 def gradio_env() -> dict:
@@ -113,6 +119,8 @@ def resolve_options(args: argparse.Namespace) -> dict:
         options["auth"] = os.environ["PLAYGROUND_AUTH"]
     if os.environ.get(TRUSTED_PROXIES_ENV):
         options["trusted_proxies"] = os.environ[TRUSTED_PROXIES_ENV]
+    elif os.environ.get(SPACE_ENV) and not options["trusted_proxies"]:
+        options["trusted_proxies"] = SPACE_PROXIES
     if os.environ.get(CORE_LAYOUT_ENV):
         options["core_layout"] = os.environ[CORE_LAYOUT_ENV]
     options.update(gradio_env())

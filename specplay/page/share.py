@@ -5,7 +5,13 @@ whose route snapshots every component of a session as it stands, among them the 
 overwrite under the same names, files.hide_session_files). Here those, and every gr.State, are saved as the
 page first shows them; the name is random (not the session, not a file's name), one per run a session
 shares, and names older than the page's file age or past LINKS_KEPT are deleted. No Gradio import: `app` is
-Gradio's server app, as the handler's request has it."""
+Gradio's server app, as the handler's request has it.
+
+A link is minted only for the session's own finished run as this server made it (the page's "run" State,
+which the browser can neither read nor write), never for a run JSON the browser holds. What the browser can
+write into Gradio's copy of the session (every handler input: Gradio stores what is posted) is saved as the
+page first shows it, the run's own prompt and request put back; so a link shows only what the run showed.
+A session keeps at most LINKS_PER_SESSION links: its older ones go first, not everyone's."""
 
 from __future__ import annotations
 
@@ -18,18 +24,11 @@ from collections import OrderedDict
 from pathlib import Path
 
 LINKS_KEPT = 1000  # links on disk (each a copy of the page's components, tens of kB)
+LINKS_PER_SESSION = 3  # a session's own links: a visitor making many runs replaces its own links only
 NO_RUN = "Run first: the link shares a finished run as the page shows it."
 
 _links: OrderedDict = OrderedDict()  # (session, run id) -> (name, created at)
 _lock = threading.Lock()
-
-
-def finished_run_id(components: dict[int, dict], result_id: int) -> str | None:
-    """The run id the session's run JSON shows, if that run has finished (a streaming one has no link)."""
-    value = _plain(((components.get(result_id) or {}).get("props") or {}).get("value"))
-    if isinstance(value, dict) and value.get("run_id") and not value.get("streaming"):
-        return str(value["run_id"])
-    return None
 
 
 def session_components(state) -> dict[int, dict]:
@@ -44,39 +43,53 @@ def session_components(state) -> dict[int, dict]:
     return out
 
 
-def shared_components(components: dict[int, dict], defaults: list[dict], private: set[str]) -> list[dict]:
-    """The session's components (`session_components`) with the private ones (by elem_id), and every State,
-    as the page first shows them; only those the page's layout shows (not the copies themselves)."""
+def handler_inputs(blocks) -> set[int]:
+    """The components some handler takes as input: Gradio writes whatever a client posts for them into the
+    session's copy of the page, so a link never shows them as the session has them."""
+    return {block._id for fn in blocks.fns.values() for block in fn.inputs}
+
+
+def shared_components(components: dict[int, dict], defaults: list[dict], private: set[str],
+                      posted: set[int] = frozenset(), values: dict[int, object] | None = None) -> list[dict]:
+    """The session's components (`session_components`) with the private ones (by elem_id), every State and
+    every one a client can post (`posted`), as the page first shows them, except `values` (layout id ->
+    value: the run's own inputs); only those the page's layout shows (not the copies themselves)."""
     default = {c["id"]: c for c in defaults}
+    values = values or {}
     out = []
     for key, config in components.items():
         if not config or key not in default:
             continue
-        hidden = (config.get("props") or {}).get("elem_id") in private or config.get("type") == "state"
-        out.append(copy.deepcopy(default[key] if hidden else config))
+        hidden = ((config.get("props") or {}).get("elem_id") in private or config.get("type") == "state"
+                  or key in posted)
+        saved = copy.deepcopy(default[key] if hidden else config)
+        if key in values and "props" in saved:
+            saved["props"]["value"] = values[key]
+        out.append(saved)
     return out
 
 
-def run_link(app, session: str, private: set[str], result_id: int, max_age_s: float) -> str | None:
-    """The deep-link name of `session`'s finished run as its page shows it now (the same name again for the
-    same run); None when the session has no finished run."""
+def run_link(app, session: str, run_id: str | None, private: set[str], max_age_s: float,
+             values: dict[int, object] | None = None) -> str | None:
+    """The deep-link name of `session`'s finished run `run_id` (the server's own: the caller reads it from the
+    session's run State) as its page shows it now, with `values` (the run's own inputs) in the posted
+    components; the same name again for the same run. None without a finished run."""
     import orjson
 
     holder = app.state_holder
-    if session not in holder:
+    if run_id is None or session not in holder:
         return None
     components = session_components(holder[session])
-    run_id = finished_run_id(components, result_id)
-    if run_id is None:
-        return None
     folder = Path(app.uploaded_file_dir) / "deep_links"
     with _lock:
         _forget_old(folder, max_age_s)
         known = _links.get((session, run_id))
         if known is not None:
             return known[0]
+        _forget_session(folder, session)
         name = secrets.token_urlsafe(16)  # 22 of [A-Za-z0-9_-]: Gradio's DEEP_LINK_PATTERN
-        saved = shared_components(components, app.get_blocks().config["components"], private)
+        blocks = app.get_blocks()
+        saved = shared_components(components, blocks.config["components"], private, handler_inputs(blocks), values)
         (folder / name).mkdir(parents=True, exist_ok=True)
         (folder / name / "state.json").write_bytes(
             orjson.dumps(saved, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME, default=_plain))
@@ -94,4 +107,12 @@ def _forget_old(folder: Path, max_age_s: float) -> None:
     now = time.monotonic()
     while _links and (len(_links) >= LINKS_KEPT or now - next(iter(_links.values()))[1] > max_age_s):
         _, (name, _) = _links.popitem(last=False)
+        shutil.rmtree(folder / name, ignore_errors=True)
+
+
+def _forget_session(folder: Path, session: str) -> None:
+    """`session`'s own oldest links while it holds LINKS_PER_SESSION (the one about to be made is its next)."""
+    mine = [key for key in _links if key[0] == session]
+    for key in mine[:max(0, len(mine) - LINKS_PER_SESSION + 1)]:
+        name, _ = _links.pop(key)
         shutil.rmtree(folder / name, ignore_errors=True)

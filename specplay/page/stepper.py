@@ -1,11 +1,13 @@
 """The stepper: after a run (and after its replay), the speculative engine's verification steps one at a
 time: the text so far, the k drafted tokens (the accepted ones, the first rejected one beside the target's
 own token, the rest greyed), and the step's time against the baseline's time per token. It reads the run's
-`step_detail` (specplay.run.steps) from the `result` JSON the page shows; a step whose drafts aren't known
-says "unknown", and the method's note says why (EAGLE, MTP: vLLM doesn't return its drafts).
+`step_detail` (specplay.run.steps) from the session's own finished run, kept on the server (a LiveRun in the
+page's "run" State): nothing the browser sends is decoded. A step whose drafts aren't known says "unknown",
+and the method's note says why (EAGLE, MTP: vLLM doesn't return its drafts).
 
-What the browser sends back (that JSON, the step number) is only used as numbers: token ids are decoded by
-the engine's tokenizer and every piece of text is escaped."""
+The output's text is the pieces the run's panes already decoded; each drafted token is decoded once per
+distinct id by the run's own tokenizer (not whichever pair is loaded now), so the work is linear in the
+run. The slider and arrows send only a step number, clamped; every piece of text is escaped."""
 
 from __future__ import annotations
 
@@ -16,10 +18,9 @@ import gradio as gr
 
 from specplay.core.events import SPECULATIVE
 from specplay.page.section import Section
-from specplay.page.views import TokenPieces, esc
+from specplay.page.views import esc
 
 CONTEXT_CHARS = 400  # the text so far: its tail
-MAX_IDS = 8192  # a result longer than this isn't one the page made
 MAX_K = 16  # the presets' largest k
 IDLE = '<div class="stepper idle">After a run: step through the speculative engine\'s verification steps.</div>'
 STEPPER_OUTPUTS = ("st_step", "st_view", "st_run")
@@ -43,54 +44,59 @@ def _int(value, default=None, low=0, high=10 ** 9):
     return min(high, max(low, int(value)))
 
 
-def _ids(value) -> tuple[int, ...] | None:
-    if not isinstance(value, list) or len(value) > MAX_IDS:
+def _texts(decode):
+    """One token's text by id, each distinct id decoded once (its id where there is no tokenizer: the
+    dummy-weight presets; "?" for an id the tokenizer refuses)."""
+    known: dict[int, str] = {}
+
+    def text(token: int) -> str:
+        if token not in known:
+            if decode is None:
+                known[token] = f"{token} "
+            else:
+                try:
+                    known[token] = decode([token])
+                except Exception:
+                    known[token] = "?"
+        return known[token]
+    return text
+
+
+def _step(step, text) -> dict:
+    """A typed Step with its drafted and target tokens' texts (decoded once, at the run's end)."""
+    return {"start": step.start, "tokens": step.tokens,
+            "accepted": None if step.accepted is None else min(step.accepted, MAX_K),
+            "drafted": None if step.drafted is None else min(step.drafted, MAX_K),
+            "proposed": None if step.proposed is None else tuple(text(t) for t in step.proposed[:MAX_K]),
+            "target": None if step.target_token is None else text(step.target_token),
+            "seconds": step.seconds}
+
+
+def run_from(result, pieces, decode=None) -> StepperRun | None:
+    """The stepper's view of a finished RunResult (None for a failed run or one without steps). `pieces`:
+    its speculative output's token texts, as its pane decoded them; `decode`: the run's own tokenizer."""
+    if result is None or result.error:
         return None
-    ids = tuple(_int(v, -1) for v in value)
-    return None if any(i < 0 for i in ids) else ids
-
-
-def _text(decode, ids) -> str:
-    """One drafted token's text (its id where there is no tokenizer: the dummy-weight presets)."""
-    if decode is None:
-        return " ".join(str(i) for i in ids) + " "
-    try:
-        return decode(list(ids))
-    except Exception:  # an id outside the vocabulary (a result the page didn't make)
-        return "?"
-
-
-def _step(raw, decode) -> dict | None:
-    """A step_detail entry with the drafted and target tokens' texts (decoded now: the state keeps text)."""
-    if not isinstance(raw, dict):
+    detail = result.step_detail
+    if detail is None or not detail.steps:
         return None
-    seconds, proposed, target = raw.get("seconds"), _ids(raw.get("proposed")), _int(raw.get("target_token"))
-    return {"start": _int(raw.get("start"), 0), "tokens": _int(raw.get("tokens"), 0),
-            "accepted": _int(raw.get("accepted"), None, 0, MAX_K), "drafted": _int(raw.get("drafted"), None, 0, MAX_K),
-            "proposed": None if proposed is None else tuple(_text(decode, [t]) for t in proposed[:MAX_K]),
-            "target": None if target is None else _text(decode, [target]),
-            "seconds": float(seconds) if isinstance(seconds, (int, float)) and math.isfinite(seconds) else None}
+    text = _texts(decode)
+    steps = tuple(_step(s, text) for s in detail.steps[:len(result.speculative.token_ids)])  # a step emits 1+
+    base_s = result.baseline.step_seconds
+    return StepperRun(tuple(pieces), steps, detail.note, result.k or 0, base_s if base_s and base_s > 0 else None)
 
 
-def run_from(result, k: int, decode=None) -> StepperRun | None:
-    """The stepper's view of a finished run's `result` JSON; None while streaming, or without steps."""
-    if not isinstance(result, dict) or result.get("streaming") or result.get("error"):
-        return None
-    spec = result.get("speculative") if isinstance(result.get("speculative"), dict) else {}
-    ids = _ids(spec.get("token_ids"))
-    raw = spec.get("step_detail")
-    if ids is None or not isinstance(raw, list) or not raw:
-        return None
-    steps = tuple(s for s in (_step(r, decode) for r in raw[:len(ids)]) if s is not None)  # a step emits 1+
-    base = result.get("baseline") if isinstance(result.get("baseline"), dict) else {}
-    base_s = base.get("step_seconds")
-    note = spec.get("step_detail_note")
-    try:
-        pieces = tuple(TokenPieces(decode).update(list(ids)))
-    except Exception:  # ids outside the vocabulary (a result the page didn't make): shown as ids
-        pieces = tuple(TokenPieces(None).update(list(ids)))
-    return StepperRun(pieces, steps, note if isinstance(note, str) else None, k,
-                      float(base_s) if isinstance(base_s, (int, float)) and base_s > 0 else None)
+def stepper_values(live) -> dict:
+    """The stepper's outputs for the session's finished run (a LiveRun; None: idle), at its first rejection."""
+    run = None
+    if live is not None and live.comparison.done:
+        result = live.result()
+        pieces = live.pieces[SPECULATIVE].update(list(result.speculative.token_ids))
+        run = run_from(result, pieces, live.decoders.get(SPECULATIVE))
+    if run is None:
+        return {"st_run": None, "st_view": IDLE, "st_step": gr.update(maximum=2, value=1)}
+    at = first_rejection(run) + 1
+    return {"st_run": run, "st_view": step_html(run, at), "st_step": gr.update(maximum=max(2, len(run.steps)), value=at)}
 
 
 def first_rejection(run: StepperRun) -> int:
@@ -169,30 +175,9 @@ def stepper_panel(tab: Section) -> None:
     tab.add("st_run", gr.State(None))
 
 
-def wire_stepper(tab: Section, manager) -> None:
-    """A finished run (its `result` JSON changes) loads the stepper at its first rejected draft; the slider
-    and the arrows move it."""
-
-    def on_result(result, shown):
-        if isinstance(result, dict) and result.get("streaming"):
-            return gr.skip()
-        name = result.get("preset") if isinstance(result, dict) else None
-        preset = (manager.presets.get(name) if isinstance(name, str) else None) or manager.preset
-        pair = manager.pair
-        decode = pair.engines[SPECULATIVE].decode if pair is not None and preset.prompt_input == "text" else None
-        run = run_from(result, preset.num_speculative_tokens, decode)
-        if run is not None and run == shown:
-            # the same run again: Gradio's browser code fires the JSON's change after each of these updates
-            # (seen: ~10 a second, each posting the whole result), and a reset here undid every arrow press
-            return gr.skip()
-        if run is None:
-            return {tab["st_run"]: None, tab["st_view"]: IDLE, tab["st_step"]: gr.update(maximum=2, value=1)}
-        at = first_rejection(run) + 1
-        return {tab["st_run"]: run, tab["st_view"]: step_html(run, at),
-                tab["st_step"]: gr.update(maximum=max(2, len(run.steps)), value=at)}
-
-    tab["result"].change(on_result, inputs=[tab["result"], tab["st_run"]], outputs=tab.list(STEPPER_OUTPUTS),
-                         api_visibility="private", show_progress="hidden", queue=False)
+def wire_stepper(tab: Section) -> None:
+    """The slider and the arrows move the stepper over the session's run (loaded by the run's last frame:
+    `stepper_values`)."""
     tab["st_step"].input(step_html, inputs=[tab["st_run"], tab["st_step"]], outputs=tab["st_view"],
                          api_visibility="private", show_progress="hidden", queue=False)
 

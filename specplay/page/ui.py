@@ -187,7 +187,7 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware),
                                 Middleware(LoopMarker, page=demo),  # closing.close() needs the loop
-                                Middleware(StatelessPolls, page=demo)]  # a status poll makes no session
+                                Middleware(StatelessPolls, page=demo)]  # no unqueued call makes a session
     # uvicorn reads which proxies' X-Forwarded-For it believes when Gradio makes its server, inside launch()
     before = os.environ.get(FORWARDED_ALLOW_IPS)
     os.environ[FORWARDED_ALLOW_IPS] = forwarded_env(settings.trusted_proxies)
@@ -196,6 +196,9 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
         return demo.launch(server_name=host, server_port=port, share=share, auth=auth, css=views.CSS,
                            prevent_thread_lock=not block, show_error=False, footer_links=["api"],
                            theme=gr.themes.Soft(), max_file_size="1mb", app_kwargs=app_kwargs,
+                           # Gradio's run history (/gradio_api/runs, /run-history/*): off, as every route the
+                           # page doesn't use; a run is shared by the page's own links (page/share.py)
+                           run_history=False,
                            state_session_capacity=session_capacity,  # see PageSettings.session_capacity
                            allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)
     finally:  # the server is made by now (a blocking launch returns only when it stops)

@@ -42,6 +42,9 @@ def accepted_color(accepted: int, k: int) -> str:
 
 
 # -- token text --------------------------------------------------------------------------------------------
+MAX_PENDING_TOKENS = 8  # a UTF-8 character is at most 4 bytes, a byte-level token at least one
+
+
 @dataclass
 class TokenPieces:
     """Each output token's text, decoded incrementally so multi-byte characters split over several tokens
@@ -64,8 +67,10 @@ class TokenPieces:
             context = max(0, start - 4)  # a few tokens before: byte-level BPE spacing depends on them
             before = self.decode(ids[context:start])
             after = self.decode(ids[context:i + 1])
-            if after.endswith("\ufffd") and i < len(ids) - 1:
-                self.pieces.append("")  # incomplete character: wait for the next token
+            # incomplete character: wait for the next token, but no longer than a character can take (else
+            # a run of ids that never completes one, which no real output has, decodes in quadratic time)
+            if after.endswith("\ufffd") and i < len(ids) - 1 and i - start < MAX_PENDING_TOKENS:
+                self.pieces.append("")
                 continue
             self.pieces.append(after[len(before):] if after.startswith(before) else after)
             start = i + 1

@@ -1,21 +1,21 @@
 """What if, beside the speedup's factors: sliders for acceptance α (or the run's per-position rates), k and
 the draft's cost per pass, starting at the finished run's measured values, and the speedup the standard
 model predicts (specplay.run.whatif, the bench lab's function too) against the measured one, with the best
-k. The run's values are read from its `result` JSON as the page shows it; what comes from the browser
-(the sliders, that JSON) is only ever numbers, clamped, and every number drawn is formatted, never markup."""
+k. The run's values are read from the session's own finished run, kept on the server (its RunResult carries
+the method's kind and k); what comes from the browser (the sliders) is only ever numbers, clamped, and
+every number drawn is formatted, never markup."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import gradio as gr
 
 from specplay.page import charts
 from specplay.page.section import Section
 from specplay.page.views import esc
-from specplay.presets.catalog import Preset
+from specplay.presets.methods import facts_of_kind
 from specplay.run import whatif
 
 K_SLIDER_MAX = whatif.K_MAX
@@ -46,27 +46,29 @@ def _number(value, low: float, high: float, default: float) -> float:
     return default if math.isnan(x) else min(high, max(low, x))
 
 
-def start_from(result, presets: dict[str, Preset], fallback: Preset) -> Start | None:
-    """The what-if's start from a run's `result` JSON (None for a streaming, failed or untimed run)."""
-    if not isinstance(result, dict) or result.get("streaming") or result.get("error") or result.get("speedup") is None:
+def start_from(result) -> Start | None:
+    """The what-if's start from a finished RunResult (None for a failed or untimed run, or one made without a
+    preset: its kind and k unknown)."""
+    if result is None or result.error or result.speedup is None or not result.kind or not result.k:
         return None
-    spec = result.get("speculative") if isinstance(result.get("speculative"), dict) else {}
-    preset = presets.get(result.get("preset")) if isinstance(result.get("preset"), str) else None
-    preset = preset or fallback
-    k = preset.num_speculative_tokens
-    positions = spec.get("accepted_per_position") if isinstance(spec.get("accepted_per_position"), list) else []
-    counters = SimpleNamespace(num_drafts=int(_number(spec.get("num_drafts"), 0, 1e9, 0)),
-                               num_accepted_tokens=int(_number(spec.get("num_accepted"), 0, 1e9, 0)),
-                               accepted_per_position=[int(_number(n, 0, 1e9, 0)) for n in positions[:K_SLIDER_MAX]])
-    run = SimpleNamespace(counters=counters, step_cost_ratio=_number(result.get("step_cost_ratio"), 0, 100, 0) or None,
-                          speedup=_number(result.get("speedup"), 0, 100, 0))
-    facts = preset.facts
-    interval = result.get("speedup_interval")
-    interval = (tuple(_number(v, 0, 100, 0) for v in interval) if isinstance(interval, list) and len(interval) == 2
-                else None)
+    facts, k = facts_of_kind(result.kind), min(result.k, K_SLIDER_MAX)
+    interval = result.speedup_interval
     passes = tuple(facts.draft_passes(n) for n in range(1, K_SLIDER_MAX + 1))
-    return Start(preset.name, preset.method, facts.draft_passes(k) == 0, passes,
-                 whatif.measured(run, k, facts.draft_passes(k)), interval)
+    return Start(result.preset or "", facts.method, facts.draft_passes(k) == 0, passes,
+                 whatif.measured(result, k, facts.draft_passes(k)),
+                 (interval.low, interval.high) if interval is not None else None)
+
+
+def whatif_values(live) -> dict:
+    """The what-if's outputs for the session's finished run (a LiveRun; None: idle): sliders at its values."""
+    start = start_from(live.result()) if live is not None and live.comparison.done else None
+    if start is None:
+        return {"wi_start": None, "wi_view": IDLE}
+    values = slider_values(start)
+    m = start.measured
+    p = predict(start, m.alpha, m.k, values["wi_cost"]["value"], False)
+    return {**values, "wi_start": start, "wi_view": view_html(start, p),
+            "wi_fig": charts.whatif_figure(p["curve"], p["k"], (m.k, m.speedup))}
 
 
 def slider_values(start: Start | None) -> dict:
@@ -149,20 +151,9 @@ def whatif_panel(tab: Section) -> None:
     tab.add("wi_start", gr.State(None))
 
 
-def wire_whatif(tab: Section, manager) -> None:
-    """A finished run (its `result` JSON changes) sets the sliders; moving one redraws the prediction."""
-
-    def on_result(result, shown):
-        start = start_from(result, manager.presets, manager.preset)
-        if start is not None and start == shown:
-            return gr.skip()  # the same run again (the stepper's on_result says why): the sliders stay as moved
-        if start is None:
-            return gr.skip() if isinstance(result, dict) and result.get("streaming") else {tab["wi_start"]: None}
-        values = slider_values(start)
-        m = start.measured
-        p = predict(start, m.alpha, m.k, values["wi_cost"]["value"], False)
-        return {**tab.out(values), tab["wi_start"]: start, tab["wi_view"]: view_html(start, p),
-                tab["wi_fig"]: charts.whatif_figure(p["curve"], p["k"], (m.k, m.speedup))}
+def wire_whatif(tab: Section) -> None:
+    """Moving a slider redraws the prediction for the session's run (loaded by the run's last frame:
+    `whatif_values`)."""
 
     def redraw(alpha, k, cost, per_position, start):
         if start is None:
@@ -171,9 +162,6 @@ def wire_whatif(tab: Section, manager) -> None:
         return {tab["wi_view"]: view_html(start, p),
                 tab["wi_fig"]: charts.whatif_figure(p["curve"], p["k"], (start.measured.k, start.measured.speedup))}
 
-    outputs = tab.list(WHATIF_INPUTS + WHATIF_OUTPUTS)
-    tab["result"].change(on_result, inputs=[tab["result"], tab["wi_start"]], outputs=outputs, api_visibility="private",
-                         show_progress="hidden", queue=False)
     for name in ("wi_alpha", "wi_k", "wi_cost", "wi_positions"):
         tab[name].input(redraw, inputs=tab.list(WHATIF_INPUTS), outputs=tab.list(WHATIF_OUTPUTS),
                         api_visibility="private", show_progress="hidden", queue=False)

@@ -4,9 +4,9 @@ explanation, the page's cards, the CLI report, the history CSV) read its fields;
 edges (`to_json()`: `compare --json`, the page's "result" output, the scripts), with the keys and rounding
 the README's field table documents.
 
-Frozen dataclasses, not pydantic models: the data is built from typed values in-process, never parsed from
-outside, so there is nothing to validate; dataclasses cost nothing per live redraw and need no dependency
-in the run layer.
+Frozen dataclasses, built from typed values in-process: they cost nothing per live redraw. A run JSON read
+back from outside (a file, another tool) goes through `RunResult.from_json`, which validates every field
+(run/result_json.py, pydantic) before anything reads it: the page never decodes or links what it didn't make.
 """
 
 from __future__ import annotations
@@ -47,6 +47,12 @@ class EngineResult:
         return cls(trace.text, tuple(trace.token_ids), trace.ttft_s, trace.tokens_per_s, trace.steps,
                    trace.steps_source, tuple(trace.step_sizes), trace.step_seconds, trace.tokens_per_step,
                    trace.finish_reason, tuple(trace.step_times))
+
+    @classmethod
+    def from_json(cls, side) -> "EngineResult":
+        """From a validated side of a run JSON (result_json.EngineJSON)."""
+        return cls(side.text, tuple(side.token_ids), side.ttft_s, side.tokens_per_s, side.steps, side.steps_source,
+                   tuple(side.step_sizes), side.step_seconds, side.tokens_per_step, side.finish_reason)
 
     @property
     def tokens(self) -> int:
@@ -102,6 +108,10 @@ class RunResult:
     step_detail: StepDetail | None = None
     # the speculative config's rejection_sample_method (presets.verifiers; None: no preset given)
     verifier: str | None = None
+    # the method's kind (presets.methods: vLLM's method, or "pard", "mtp") and k: what the run's readers (the
+    # stepper, the what-if) need of its preset, carried so they never look the preset up again
+    kind: str | None = None
+    k: int | None = None
 
     def __post_init__(self):
         typed = {role: info if isinstance(info, EngineInfo) else EngineInfo.from_json(info)
@@ -142,7 +152,30 @@ class RunResult:
         detail = step_detail(c.prompt_token_ids, c.speculative, preset.speculative_config, preset.facts.kind,
                              preset.target.max_model_len)
         return dataclasses.replace(result, explanation=sentence, step_detail=detail,
-                                   verifier=verifier_of(preset.speculative_config).name)
+                                   verifier=verifier_of(preset.speculative_config).name, kind=preset.facts.kind,
+                                   k=preset.num_speculative_tokens)
+
+    @classmethod
+    def from_json(cls, data) -> "RunResult":
+        """A run from its `to_json()` object, every field checked first (types, bounds, sizes: run/result_json);
+        ValueError naming the first bad field otherwise. Per-step arrival times aren't in the JSON."""
+        from specplay.run import result_json
+
+        run = result_json.validate(data)
+        spec = run.speculative
+        return cls(
+            identical=run.identical, first_divergence=run.first_divergence, speedup=run.speedup,
+            tokens_per_step_ratio=run.tokens_per_step_ratio, step_cost_ratio=run.step_cost_ratio,
+            schedule=run.schedule, prompt_tokens=run.prompt_tokens,
+            baseline=EngineResult.from_json(run.baseline), speculative=EngineResult.from_json(spec),
+            counters=result_json.counters(spec), acceptance_source=spec.acceptance_source,
+            speedup_per_acceptance_length=spec.speedup_per_acceptance_length,
+            divergence_context=run.divergence_context, divergence_candidates=run.divergence_candidates,
+            error=run.error, cancelled=run.cancelled, preset=run.preset, engines=run.engines,
+            load_seconds=run.load_seconds, run_id=run.run_id,
+            request=RequestInfo(run.request.max_tokens, run.request.temperature) if run.request else None,
+            explanation=run.explanation, noise=result_json.noise(run), step_detail=result_json.step_detail(spec),
+            verifier=run.verifier, kind=run.method_kind, k=run.num_speculative_tokens)
 
     @property
     def stopped(self) -> bool:
@@ -234,4 +267,6 @@ class RunResult:
         out["explanation"] = self.explanation
         if self.verifier is not None:  # whether T=0 promises identical outputs (docs/cli.md)
             out["verifier"], out["verifier_exact"] = self.verifier, verifier_named(self.verifier).exact
+        if self.kind is not None:
+            out["method_kind"], out["num_speculative_tokens"] = self.kind, self.k
         return out

@@ -14,6 +14,7 @@ from tests.public_page_fixtures import by_elem_id, fake_page, queued_call
 from tests.ui_fixtures import FakePair, synthetic_events
 
 WORDS = {1: " zebra", 2: " quartz", 3: " marmalade"}
+NO_RUN_TEXT = "Run first: the link shares a finished run as the page shows it."
 
 
 def _pair(preset):
@@ -49,7 +50,7 @@ def test_a_link_to_a_run_shows_that_run_to_a_new_session_and_nothing_private(pag
 
     ran = call(page, "run", ["hello", 3, 0.0, "concurrent", None], "alice-session-hash")
     assert "quartz" in ran["speculative-pane"] and ran["history-csv"]
-    link = call(page, "share_run", [], "alice-session-hash")["run-link"]
+    link = call(page, "share_run", [None], "alice-session-hash")["run-link"]
     assert link.startswith("?deep_link="), link
     name = link.removeprefix("?deep_link=")
     for secret in ("alice-session-hash", session_stem("alice-session-hash"), ran["history-csv"]["url"],
@@ -68,7 +69,7 @@ def test_a_link_to_a_run_shows_that_run_to_a_new_session_and_nothing_private(pag
     assert ran["history-csv"]["url"].rsplit("/", 1)[1] not in text
     assert ran["result-json"]["url"].rsplit("/", 1)[1] not in text
 
-    again = call(page, "share_run", [], "alice-session-hash")["run-link"]
+    again = call(page, "share_run", [None], "alice-session-hash")["run-link"]
     assert again == link  # the same run: the same link, not a new copy each click
 
 
@@ -76,9 +77,57 @@ def test_a_session_without_a_run_gets_no_link_and_a_made_up_link_shows_nothing(p
     from specplay.page.share import NO_RUN
 
     call(page, "run", ["hello", 3, 0.0, "concurrent", None], "alice")
-    assert call(page, "share_run", [], "bob")["run-link"] == NO_RUN  # bob can't link alice's run
+    assert call(page, "share_run", [None], "bob")["run-link"] == NO_RUN  # bob can't link alice's run
     values, config = shown(page, "?deep_link=madeUpName123")
     assert config["deep_link_state"] == "invalid" and "quartz" not in json.dumps(config)
+
+
+def _post_forged_everywhere(page, session: str, forged) -> None:
+    """`forged` as every input of every unqueued handler, in `session` (what a client can make Gradio store)."""
+    import httpx
+
+    for index, fn in page.demo.fns.items():
+        if fn.queue is False and fn.fn is not None:
+            httpx.post(f"{page.url}/gradio_api/run/predict", timeout=30, json={
+                "data": [forged] * len(fn.inputs), "fn_index": index, "session_hash": session})
+
+
+def test_a_link_is_minted_only_for_a_run_this_server_made(page):
+    """Issue 36, 5: "Link to this run" linked whatever run JSON the browser had posted into its session (the
+    stepper's handler took the run JSON as input, and Gradio stores every input): a client that never ran got
+    a link showing a forged 9.99x. Now no handler reads the run JSON, a link needs the session's own finished
+    run (a server-side State), and what a client can post is saved as the run made it."""
+    forged = {"run_id": "forged-1", "speedup": 9.99, "identical": True, "explain": "9.99x faster"}
+    result_readers = [fn.api_name or i for i, fn in page.demo.fns.items()
+                      if any(getattr(b, "elem_id", None) == "result" for b in fn.inputs)]
+    assert result_readers == []  # the run JSON on the page is display-only
+    _post_forged_everywhere(page, "mallory", forged)
+    assert call(page, "share_run", [forged], "mallory")["run-link"] == NO_RUN_TEXT
+
+    ran = call(page, "run", ["hello", 3, 0.0, "concurrent", None], "mallory")
+    _post_forged_everywhere(page, "mallory", "FORGED")
+    link = call(page, "share_run", [forged], "mallory")["run-link"]
+    values, _ = shown(page, link)
+    assert values["prompt"] == "hello" and "FORGED" not in json.dumps(values)
+    assert values["result"]["run_id"] == ran["result"]["run_id"] and "9.99" not in json.dumps(values["result"])
+
+
+def test_a_session_keeps_a_few_links_and_cannot_evict_everyone_elses(page):
+    """Issue 36, 5: forged run ids filled the one ring of 1,000 links (everyone's) and ~0.7 GB of disk. Now
+    links are for runs made here, and a session holds at most LINKS_PER_SESSION: its oldest go first."""
+    from specplay.page import share
+
+    call(page, "run", ["hello", 3, 0.0, "concurrent", None], "alice")
+    alices = call(page, "share_run", [None], "alice")["run-link"]
+    links = []
+    for _ in range(share.LINKS_PER_SESSION + 2):
+        call(page, "run", ["hello", 3, 0.0, "concurrent", None], "mallory")
+        links.append(call(page, "share_run", [None], "mallory")["run-link"])
+    assert len(set(links)) == len(links)
+    assert sum(1 for session, _ in share._links if session == "mallory") == share.LINKS_PER_SESSION
+    assert shown(page, links[0])[1]["deep_link_state"] == "invalid"  # mallory's oldest went
+    assert shown(page, links[-1])[1]["deep_link_state"] == "valid"
+    assert shown(page, alices)[1]["deep_link_state"] == "valid"  # alice's stays
 
 
 @pytest.mark.page  # a browser: the full suite's, not the quick tier's

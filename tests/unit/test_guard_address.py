@@ -108,3 +108,43 @@ def test_a_direct_local_client_is_exempt_only_on_a_page_served_to_this_machine()
     assert _address(request("127.0.0.1"), local=False) == "127.0.0.1"  # 0.0.0.0 or --share: a local proxy
     assert _address(request("127.0.0.1", "203.0.113.7"), local=True) == "127.0.0.1"  # came through a proxy
     assert _address(request("203.0.113.7"), local=True) == "203.0.113.7"
+
+
+def test_an_ipv6_64_is_one_address_and_ipv4_counts_once_in_either_spelling(page_with):
+    """Issue 36, 6: addresses were compared as strings, so one IPv6 /64 (a single customer's, 2^64 addresses)
+    queued a run per address, and 198.51.100.7 and ::ffff:198.51.100.7 counted as two."""
+    from specplay.page.guard import ADDRESS_PENDING, address_key
+
+    assert address_key("::ffff:198.51.100.7") == address_key("198.51.100.7") == "198.51.100.7"
+    assert address_key("2001:db8:1:2::a") == address_key("2001:db8:1:2:ffff::1") == "2001:db8:1:2::/64"
+    assert address_key("2001:db8:1:3::a") != address_key("2001:db8:1:2::a")
+    page = page_with(trusted_proxies=("127.0.0.1",))
+    codes = [join(page, f"v6-{i}", f"2001:db8:1:2::{i + 1:x}").status_code for i in range(ADDRESS_PENDING + 3)]
+    assert codes == [200] * ADDRESS_PENDING + [400] * 3, codes
+    assert join(page, "v6-other", "2001:db8:1:3::1").status_code == 200  # the next /64 is another network
+    spellings = ["198.51.100.7", "::ffff:198.51.100.7"] * ADDRESS_PENDING
+    codes = [join(page, f"v4-{i}", a).status_code for i, a in enumerate(spellings)]
+    assert codes.count(200) == ADDRESS_PENDING, codes
+
+
+def test_on_a_space_the_platforms_proxy_is_trusted_so_one_visitor_cannot_block_the_rest(page_with):
+    """Issue 36, 2: on a Hugging Face Space every visitor's peer is the platform's proxy; untrusted, they all
+    shared its 3 places (one visitor's 3 tabs: 0 of 10 others accepted). The Space sets SPACE_ID, and the page
+    then trusts the private ranges the proxy comes from; here 127.0.0.1 stands in for the proxy's peer."""
+    from specplay.page.options import SPACE_PROXIES, parse_args, resolve_options
+
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SPACE_ID", "someone/speculative-playground")
+        env.delenv("PLAYGROUND_TRUSTED_PROXIES", raising=False)
+        space = resolve_options(parse_args([]))["trusted_proxies"]
+        assert "10.0.0.0/8" in space and "fc00::/7" in space and len(space) == len(SPACE_PROXIES.split(","))
+        env.setenv("PLAYGROUND_TRUSTED_PROXIES", "10.1.0.0/16")  # the operator's own setting wins
+        assert resolve_options(parse_args([]))["trusted_proxies"] == ("10.1.0.0/16",)
+    page = page_with(trusted_proxies=(*space, "127.0.0.1"))
+    tabs = [join(page, f"tab-{i}", "203.0.113.50, 10.20.30.40").status_code for i in range(3)]
+    others = [join(page, f"visitor-{i}", f"198.51.100.{i + 1}, 10.20.30.40").status_code for i in range(10)]
+    assert tabs == [200] * 3 and others == [200] * 10, (tabs, others)
+    untrusted = page_with()  # as before: the proxy's address is everyone's
+    tabs = [join(untrusted, f"tab-{i}", "203.0.113.50").status_code for i in range(3)]
+    others = [join(untrusted, f"visitor-{i}", f"198.51.100.{i + 1}").status_code for i in range(10)]
+    assert tabs == [200] * 3 and others == [400] * 10

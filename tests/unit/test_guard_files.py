@@ -47,6 +47,13 @@ def test_file_links_that_are_urls_are_refused_and_the_pages_own_files_served(pag
         refused = httpx.get(f"{page.url}/gradio_api/file={url}", timeout=30)
         assert refused.status_code == 403 and "not URLs" in refused.json()["detail"], (url, refused.status_code,
                                                                                        refused.text)
+    # Gradio's deprecated alias /gradio_api/file/X reaches the same fetch (issue 36, 4)
+    for url in ("https://1.1.1.1/", "http://example.com/a.csv", "//example.com/x"):
+        refused = httpx.get(f"{page.url}/gradio_api/file/{url}", timeout=30)
+        assert refused.status_code == 403 and "not URLs" in refused.json()["detail"], (url, refused.status_code)
+    # and Gradio's run history (its page and its bucket routes) is off (issue 36, 7)
+    assert httpx.get(f"{page.url}/gradio_api/runs", timeout=30).status_code == 404
+    assert httpx.post(f"{page.url}/gradio_api/run-history/connect", json={}, timeout=30).status_code in (404, 405)
 
 
 def test_a_sessions_files_are_served_under_a_name_nothing_shown_gives_away(page):
