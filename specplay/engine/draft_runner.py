@@ -24,16 +24,25 @@ async def _continuations(engine, contexts: list[list[int]], k: int) -> list[list
     return list(await asyncio.gather(*(one(i, list(c)) for i, c in enumerate(contexts))))
 
 
-def greedy_continuations(settings, contexts: list[list[int]], k: int) -> list[list[int]]:
+DEADLINE_S = 600.0  # the draft's start and replay together: past it, TimeoutError (the run itself is kept)
+
+
+def greedy_continuations(settings, contexts: list[list[int]], k: int, deadline_s: float = DEADLINE_S,
+                         make=make_engine) -> list[list[int]]:
     """Start an engine from `settings` (the draft model alone), continue each context greedily by k tokens,
-    stop it. Blocks; raises the backend's EngineStartError if the draft doesn't start."""
-    engine = make_engine(settings)
+    stop it. Blocks; raises the backend's EngineStartError if the draft doesn't start, TimeoutError past
+    `deadline_s`. The engine is shut down whatever happens, a failed or stalled start included (its
+    processes would otherwise outlive the command)."""
+    engine = make(settings)
 
     async def main() -> list[list[int]]:
-        await engine.start()
         try:
+            await engine.start()
             return await _continuations(engine, contexts, k)
         finally:
             engine.shutdown()
 
-    return asyncio.run(main())
+    async def bounded() -> list[list[int]]:
+        return await asyncio.wait_for(main(), deadline_s)
+
+    return asyncio.run(bounded())

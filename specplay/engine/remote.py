@@ -83,6 +83,9 @@ def _samples(text: str, prefix: str):
     ValueError for a malformed page (prometheus_client's parser, installed with vLLM)."""
     from prometheus_client.parser import text_string_to_metric_families
 
+    # only the lines of these metrics (their samples, HELP and TYPE) go to the parser: a busy server's page is
+    # ~82 kB, and parsing it whole on every scrape took CPU from the streams being timed
+    text = "\n".join(line for line in text.splitlines() if prefix in line)
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             if sample.name.startswith(prefix):
@@ -145,6 +148,7 @@ class RemoteEngine:
         self._streams: dict[str, httpx.Response] = {}
         self._aborted: set[str] = set()
         self._metrics_cache: tuple[float, str | None] | None = None  # (when, the /metrics page)
+        self._parsed_page: str | None = None  # the page _last_counters were read from
         # live_counters' scrapes, one at a time, off the pair's loop (a scrape there stalls the stream's clock)
         self._scraper = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix=f"metrics-{self.role}")
         self._scraping = threading.Lock()
@@ -264,8 +268,11 @@ class RemoteEngine:
         """The server's counters (GET /metrics, blocking), at most 5 scrapes a second; the last ones read while
         the server doesn't answer. For the run's before and after, outside any stream."""
         text = self._metrics_page(0.2, self._sync.get)
+        if text is None or text is self._parsed_page:  # no answer, or the page already read: nothing new
+            return self._last_counters
+        self._parsed_page = text
         try:
-            self._last_counters = parse_metrics(text) if text is not None else self._last_counters
+            self._last_counters = parse_metrics(text)
         except ValueError:  # a garbled page: the last counters stand, as when the server doesn't answer
             pass
         return self._last_counters
@@ -274,6 +281,9 @@ class RemoteEngine:
         """The counters last scraped, at once; a newer scrape starts in the background when they are older than
         0.2 s. The pair asks once a chunk, on its loop: a blocking scrape there (50 ms on a busy server) held
         the next chunks back and made the speculative side look slower than it was."""
+        cached = self._metrics_cache
+        if cached and time.monotonic() - cached[0] < 0.2:  # a page this recent is read already: no new scrape
+            return self._last_counters
         if self._scraping.acquire(blocking=False):
             try:
                 self._scraper.submit(self._scrape_in_background)

@@ -98,6 +98,8 @@ CSS = """
 .stepper .st-rejected { background: #fecaca; border-color: #ef4444; text-decoration: line-through; }
 .stepper .st-target { background: #bfdbfe; border-color: #3b82f6; font-weight: 700; }
 .stepper .st-greyed { background: transparent; border: 1px dashed #9ca3af; color: #9ca3af; }
+.stepper .st-unchecked { border-style: dashed; }
+.stepper .st-unchecked-mark { font-size: 0.75em; color: #6b7280; margin: 0 0.3em; }
 .stepper .st-emitted { background: #e5e7eb; }
 .stepper .st-arrow, .stepper .st-plus { margin: 0 3px; color: var(--body-text-color-subdued); font-weight: 700; }
 .stepper .st-unknown, .stepper .st-none { font-style: italic; color: var(--body-text-color-subdued); margin-right: 4px; }

@@ -36,6 +36,7 @@ class StepperRun:
     note: str | None
     k: int
     baseline_s: float | None  # the baseline's seconds a token (a step)
+    rejections_checked: bool = True  # False: a replayed draft's rejected token is a recomputation (run.steps)
 
 
 def _int(value, default=None, low=0, high=10 ** 9):
@@ -83,7 +84,8 @@ def run_from(result, pieces, decode=None) -> StepperRun | None:
     text = _texts(decode)
     steps = tuple(_step(s, text) for s in detail.steps[:len(result.speculative.token_ids)])  # a step emits 1+
     base_s = result.baseline.step_seconds
-    return StepperRun(tuple(pieces), steps, detail.note, result.k or 0, base_s if base_s and base_s > 0 else None)
+    return StepperRun(tuple(pieces), steps, detail.note, result.k or 0, base_s if base_s and base_s > 0 else None,
+                      detail.rejections_checked)
 
 
 def stepper_values(live) -> dict:
@@ -124,7 +126,10 @@ def _drafts_html(run: StepperRun, step: dict) -> str:
         if j < accepted:
             chips.append(_chip(text, "st-accepted", f"draft {j + 1}: accepted"))
         elif j == accepted:
-            chips.append(_chip(text, "st-rejected", f"draft {j + 1}: rejected"))
+            chips.append(_chip(text, "st-rejected", f"draft {j + 1}: rejected") if run.rejections_checked else
+                         _chip(text, "st-rejected st-unchecked", f"draft {j + 1}: rejected here; the token is "
+                               "recomputed by the draft alone, not checked (vLLM doesn't return its drafts)")
+                         + '<span class="st-unchecked-mark">not checked</span>')
             if step["target"] is not None:
                 chips.append('<span class="st-arrow">→</span>' + _chip(
                     step["target"], "st-target", "the target's own token, emitted instead"))

@@ -51,7 +51,11 @@ def compare_prompt(preset, request: GenerationRequest, schedule: str = DEFAULT_S
         log(f"--draft-steps: not replayed: {why}")
         return result
     log("replaying the draft model's drafts (one more engine start) ...")
-    return with_draft_steps(result, prompt_ids, preset, hardware)
+    try:
+        return with_draft_steps(result, prompt_ids, preset, hardware)
+    except Exception as exc:  # the draft didn't start or took too long: the run itself stands, without them
+        log(f"--draft-steps: not replayed: {type(exc).__name__}: {exc}")
+        return result
 
 
 def result_on(pair, preset, request: GenerationRequest, schedule: str = DEFAULT_SCHEDULE, hardware=None,

@@ -16,7 +16,8 @@ from specplay.run.steps import chunk_contexts, replayed, step_detail
 NOT_A_DRAFT_MODEL = "this preset has no separate draft model that drafts one token a pass"
 NOT_GREEDY = "at a temperature above 0 the draft samples, so its drafts can't be recomputed"
 REPLAYED = ("the draft model's drafts, recomputed after the run: the draft alone continued each step's context "
-            "greedily (temperature 0), and each step was checked against vLLM's per-step counts")
+            "greedily (temperature 0), and each step was checked against vLLM's per-step counts; those confirm the "
+            "accepted tokens and where a rejection fell, not which token was rejected (marked \"not checked\")")
 
 
 def why_not(preset, temperature: float) -> str | None:
@@ -36,4 +37,5 @@ def with_draft_steps(result: RunResult, prompt_ids: list[int], preset, hardware=
     continuations = greedy_continuations(settings, contexts, preset.num_speculative_tokens)
     detail = step_detail(prompt_ids, side, preset.speculative_config, preset.facts.kind,
                          preset.target.max_model_len, propose=replayed(contexts, continuations))
-    return dataclasses.replace(result, step_detail=dataclasses.replace(detail, note=REPLAYED))
+    return dataclasses.replace(result, step_detail=dataclasses.replace(detail, note=REPLAYED,
+                                                                      rejections_checked=False))

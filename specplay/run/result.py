@@ -240,6 +240,7 @@ class RunResult:
             # per decode step: {start, tokens, accepted, drafted, proposed, target_token, seconds} (None: unknown)
             "step_detail": [s.to_json() for s in self.step_detail.steps] if self.step_detail else None,
             "step_detail_note": self.step_detail.note if self.step_detail else None,
+            "step_detail_rejections_checked": self.step_detail.rejections_checked if self.step_detail else None,
         })
         out = {
             "identical": self.identical, "first_divergence": self.first_divergence,

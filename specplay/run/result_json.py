@@ -67,6 +67,7 @@ class SpeculativeJSON(EngineJSON):
     speedup_per_acceptance_length: Optional[Ratio] = None
     step_detail: Optional[Annotated[list[StepJSON], Field(max_length=MAX_TOKENS)]] = None
     step_detail_note: Optional[Annotated[str, Field(max_length=2000)]] = None
+    step_detail_rejections_checked: Optional[bool] = None
 
 
 class RequestJSON(_Strict):
@@ -133,4 +134,4 @@ def step_detail(spec: SpeculativeJSON):
         return None
     steps = tuple(Step(s.start, s.tokens, s.accepted, s.drafted, None if s.proposed is None else tuple(s.proposed),
                        s.target_token, s.seconds) for s in spec.step_detail)
-    return StepDetail(steps, spec.step_detail_note)
+    return StepDetail(steps, spec.step_detail_note, spec.step_detail_rejections_checked is not False)

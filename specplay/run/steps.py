@@ -87,6 +87,10 @@ class Step:
 class StepDetail:
     steps: tuple[Step, ...]
     note: str | None  # why drafts can't be shown for this method (None where they are recomputed)
+    # whether a step's rejected draft token is the one vLLM drafted: yes where the drafter is deterministic on
+    # the same context (n-gram); not for a draft model replayed alone, whose counts confirm a rejection at
+    # that position but not which token it rejected
+    rejections_checked: bool = True
 
     @property
     def known(self) -> int:

@@ -127,3 +127,19 @@ def test_the_stepper_reads_the_step_detail_a_real_result_carries():
         return [{k: v for k, v in step.items() if k != "seconds"} for step in r.steps]
     assert drafts(back) == drafts(run) and back.k == run.k
     assert f"Step 1 of {len(run.steps)}" in stepper.step_html(run, 1)
+
+
+def test_a_replayed_drafts_rejected_token_is_marked_not_checked():
+    """Issue 36, 8: compare --draft-steps recomputes a draft model's drafts alone; vLLM's counts confirm where
+    a rejection fell, not which token was rejected, so that token says "not checked" (it was shown as known);
+    the flag survives the JSON round trip."""
+    import dataclasses
+
+    result = _result([REJECTED])
+    replayed = dataclasses.replace(result, step_detail=dataclasses.replace(result.step_detail,
+                                                                          rejections_checked=False))
+    again = RunResult.from_json(replayed.to_json())
+    assert again.step_detail.rejections_checked is False and result.step_detail.rejections_checked is True
+    html = stepper.step_html(stepper.run_from(again, PIECES, decode), 1)
+    assert "not checked" in html and "st-rejected st-unchecked" in html
+    assert "not checked</span>" not in stepper.step_html(_run([REJECTED]), 1).split("st-legend")[0]
