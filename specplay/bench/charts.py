@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from specplay.bench.report import accepted_shares
+from specplay.bench.report import accepted_shares, shares_exact
 from specplay.bench.runner import predicted_speedup
 from specplay.core import style
 from specplay.core.style import COLORS, PALETTE
@@ -98,7 +98,8 @@ def speedup_vs_k(rows: list[dict], preset_k: int | None = None) -> go.Figure:
 
 
 def acceptance_per_position(rows: list[dict], preset_k: int | None = None) -> go.Figure:
-    """Per workload, at the largest k measured: the share of drafts accepted at each position."""
+    """Per workload, at the largest k measured: at each position, the share accepted of the drafts that
+    reached it (of all drafts where vLLM didn't report per-position drafted counts: the title says so)."""
     ref = reference(rows, preset_k)
     k = max((r["k"] for r in rows), default=0)
     picked = _where(rows, temperature=ref["temperature"], concurrency=ref["concurrency"], k=k)
@@ -108,9 +109,12 @@ def acceptance_per_position(rows: list[dict], preset_k: int | None = None) -> go
         name = row["workload"] + (f", a={row['acceptance']:g}" if row.get("acceptance") is not None else "")
         data.append({"type": "bar", "name": name, "x": [str(p + 1) for p in range(len(shares))], "y": shares,
                      "marker": {"color": PALETTE[i % len(PALETTE)]},
-                     "hovertemplate": "position %{x}: %{y:.0%} of drafts<extra>%{fullData.name}</extra>"})
-    layout = _layout(f"Accepted per draft position (k={k}, T={ref['temperature']:g}, c={ref['concurrency']})",
-                     "draft position", "share of drafts accepted", type="category")
+                     "hovertemplate": "position %{x}: %{y:.0%} accepted<extra>%{fullData.name}</extra>"})
+    exact = all(shares_exact(row) for row in picked)
+    layout = _layout(f"Accepted per draft position (k={k}, T={ref['temperature']:g}, c={ref['concurrency']})"
+                     + ("" if exact else "<br><sup>÷ all drafts: per-position drafted counts not reported</sup>"),
+                     "draft position", "accepted ÷ drafted there" if exact else "share of all drafts accepted",
+                     type="category")
     layout["yaxis"].update(range=[0, 1.05], tickformat=".0%")
     layout["barmode"] = "group"
     return _figure(data, layout)

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from specplay.run import metrics
-from specplay.bench.report import SETTING_KEYS, BenchReport, accepted_shares
+from specplay.bench.report import SETTING_KEYS, BenchReport, accepted_shares, shares_exact
 from specplay.bench.charts import HEIGHT, flat_rows
 from specplay.bench.vllm_format import write_summary
 
@@ -75,16 +75,19 @@ def text_table(rows: list) -> str:
 
 
 def csv_rows(rows: list) -> tuple[list[str], list[dict]]:
-    """Flat rows for the CSV: the accepted share per draft position spread over acceptance_pos_1..k (the
+    """Flat rows for the CSV: the accepted share per draft position spread over acceptance_pos_1..k, and what
+    it is a share of in acceptance_pos_of (report.accepted_shares; the
     serving figures in vllm bench serve's keys are in bench.json and vllm/summary.json, not here)."""
     rows = flat_rows(rows)
     positions = max((len(r.get("accepted_per_position") or []) for r in rows), default=0)
     flat = []
     for row in rows:
-        out = {k: v for k, v in row.items() if k not in ("accepted_per_position", "serving")}
+        out = {k: v for k, v in row.items() if k not in ("accepted_per_position", "drafted_per_position", "serving")}
         shares = accepted_shares(row)
-        out.update({f"acceptance_pos_{i + 1}": round(shares[i], 4) if i < len(shares) else None
-                    for i in range(positions)})
+        out.update({f"acceptance_pos_{i + 1}": round(shares[i], 4) if i < len(shares) and shares[i] is not None
+                    else None for i in range(positions)})
+        if positions:
+            out["acceptance_pos_of"] = "drafted at the position" if shares_exact(row) else "all drafts"
         flat.append(out)
     fields = list(dict.fromkeys(k for r in flat for k in r))
     return fields, flat

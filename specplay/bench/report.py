@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from specplay.bench.advice import Advice
-from specplay.core.events import ROLES
+from specplay.core.events import ROLES, position_rates
 from specplay.run import metrics
 
 SCHEMA_VERSION = 2  # 2: environment nested, command a list, rows carry `serving` (vllm bench serve's keys)
@@ -44,6 +44,7 @@ class BenchRow:
     num_draft_tokens: int = 0
     num_accepted: int = 0
     accepted_per_position: tuple[int, ...] = ()
+    drafted_per_position: tuple[int, ...] | None = None  # None: vLLM didn't say (core.events.position_rates)
     acceptance_source: str | None = None
     draft_passes: int | None = None
     speedup: float | None = None
@@ -68,8 +69,8 @@ class BenchRow:
     def engine(self, key: str, role: str) -> float | None:
         return self.engines.get(role, {}).get(key)
 
-    def accepted_shares(self) -> list[float]:
-        """Per draft position, the share of drafts whose token there was accepted."""
+    def accepted_shares(self) -> list[float | None]:
+        """Per draft position, the share accepted of the drafts that reached it (see `accepted_shares`)."""
         return accepted_shares(self.as_dict())
 
     def as_dict(self) -> dict:
@@ -77,6 +78,8 @@ class BenchRow:
         out = {key: getattr(self, key) for key in SETTING_KEYS}
         out.update(requests=self.requests, num_drafts=self.num_drafts, num_draft_tokens=self.num_draft_tokens,
                    num_accepted=self.num_accepted, accepted_per_position=list(self.accepted_per_position),
+                   drafted_per_position=(list(self.drafted_per_position)
+                                         if self.drafted_per_position is not None else None),
                    acceptance_source=self.acceptance_source, draft_passes=self.draft_passes)
         for column, figure, role in metrics.bench_columns():
             out[column] = getattr(self, column) if role is None else self.engine(figure.key, role)
@@ -95,6 +98,8 @@ class BenchRow:
         known = {f.name for f in dataclasses.fields(cls)} - {"engines", "serving"}
         values = {key: row[key] for key in known if row.get(key) is not None}
         values["accepted_per_position"] = tuple(row.get("accepted_per_position") or ())
+        if row.get("drafted_per_position") is not None:
+            values["drafted_per_position"] = tuple(row["drafted_per_position"])
         return cls(**values, engines=engines, serving=dict(row.get("serving") or {}))
 
 
@@ -184,10 +189,22 @@ class BenchReport:
             raise ValueError(f"{path}: not a bench result ({type(exc).__name__}: {exc})") from None
 
 
-def accepted_shares(row: Mapping) -> list[float]:
-    """Per draft position of a flat row (bench.json's, the charts'), the share of drafts accepted there."""
-    drafts = row.get("num_drafts") or 0
-    return [n / drafts if drafts else 0.0 for n in row.get("accepted_per_position") or []]
+def accepted_shares(row: Mapping) -> list[float | None]:
+    """Per draft position of a flat row (bench.json's, the charts'), the share accepted: of the drafts that
+    reached that position where the row has `drafted_per_position`, else of all drafts (`shares_exact`)."""
+    return position_rates(row.get("accepted_per_position"), row.get("drafted_per_position"),
+                          row.get("num_drafts") or 0)[0]
+
+
+def shares_exact(row: Mapping) -> bool:
+    """Whether `accepted_shares` divides by the drafts that reached each position (False: by all drafts,
+    which reads later positions low where drafts stop short, as n-gram's do)."""
+    return position_rates(row.get("accepted_per_position"), row.get("drafted_per_position"),
+                          row.get("num_drafts") or 0)[1]
+
+
+ALL_DRAFTS_NOTE = ("per-position drafted counts not reported (vLLM's /metrics page, or a vLLM before 0.32): "
+                   "divided by all drafts, so positions after a short draft read low")
 
 
 def _plain(value):

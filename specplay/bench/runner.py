@@ -272,6 +272,7 @@ def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, 
         request_rate="inf" if rate is not None and math.isinf(rate) else rate,  # JSON has no infinity
         requests=len(speculative.traces), num_drafts=c.num_drafts, num_draft_tokens=c.num_draft_tokens,
         num_accepted=c.num_accepted_tokens, accepted_per_position=tuple(c.accepted_per_position),
+        drafted_per_position=c.drafted_per_position,
         acceptance_source=getattr(speculative, "counters_source", None), draft_passes=passes, **run_figures,
         tokens_baseline=b["tokens"], tokens_speculative=s["tokens"], engines=engines,
         serving=serving(baseline, speculative))

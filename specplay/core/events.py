@@ -52,29 +52,42 @@ class SpecDecodeCounters:
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     accepted_per_position: tuple[int, ...] = ()
+    # Per position, the steps whose draft reached it (vLLM's num_draft_tokens_per_pos, or a request's
+    # per_step_drafted): an n-gram draft may stop short of k. None: not reported (a /metrics page, an older vLLM).
+    drafted_per_position: tuple[int, ...] | None = None
 
     @classmethod
-    def from_histogram(cls, histogram, num_draft_tokens: int) -> "SpecDecodeCounters":
+    def from_histogram(cls, histogram, num_draft_tokens: int, per_step_drafted=None) -> "SpecDecodeCounters":
         """One request's counters from vLLM's per-request metrics (RequestSpecDecodeMetrics): `histogram[j]`
         verification steps accepted j drafted tokens. A step that accepted j accepted positions 0..j-1
-        (acceptance stops at the first rejection), so position i was accepted by the steps with j > i."""
+        (acceptance stops at the first rejection), so position i was accepted by the steps with j > i.
+        `per_step_drafted` (vLLM's "detailed" level): each step's drafted count, so position i was drafted by
+        the steps with d > i; ignored unless it has one entry per step."""
         counts = [int(n) for n in histogram]
+        k = max(0, len(counts) - 1)
+        steps = [int(d) for d in per_step_drafted] if per_step_drafted else None
         return cls(
             num_drafts=sum(counts),
             num_draft_tokens=int(num_draft_tokens),
             num_accepted_tokens=sum(j * n for j, n in enumerate(counts)),
-            accepted_per_position=tuple(sum(counts[i + 1:]) for i in range(max(0, len(counts) - 1))),
+            accepted_per_position=tuple(sum(counts[i + 1:]) for i in range(k)),
+            drafted_per_position=(tuple(sum(d > i for d in steps) for i in range(k))
+                                  if steps is not None and len(steps) == sum(counts) else None),
         )
 
     def _combine(self, other: "SpecDecodeCounters", sign: int) -> "SpecDecodeCounters":
-        width = max(len(self.accepted_per_position), len(other.accepted_per_position))
-        mine = list(self.accepted_per_position) + [0] * (width - len(self.accepted_per_position))
-        theirs = list(other.accepted_per_position) + [0] * (width - len(other.accepted_per_position))
+        def add(a, b):
+            width = max(len(a), len(b))
+            return tuple(x + sign * y for x, y in zip([*a] + [0] * (width - len(a)), [*b] + [0] * (width - len(b))))
+
+        # a side with drafts but no per-position drafted counts makes the total's unknown
+        known = all(c.drafted_per_position is not None or not c.num_drafts for c in (self, other))
         return SpecDecodeCounters(
             self.num_drafts + sign * other.num_drafts,
             self.num_draft_tokens + sign * other.num_draft_tokens,
             self.num_accepted_tokens + sign * other.num_accepted_tokens,
-            tuple(a + sign * b for a, b in zip(mine, theirs)),
+            add(self.accepted_per_position, other.accepted_per_position),
+            add(self.drafted_per_position or (), other.drafted_per_position or ()) if known else None,
         )
 
     def minus(self, earlier: "SpecDecodeCounters") -> "SpecDecodeCounters":
@@ -92,6 +105,20 @@ class SpecDecodeCounters:
     def mean_acceptance_length(self) -> float | None:
         """1 + accepted / drafts: tokens emitted per verification step that had a draft."""
         return 1 + self.num_accepted_tokens / self.num_drafts if self.num_drafts else None
+
+    def position_rates(self) -> tuple[list[float | None], bool]:
+        return position_rates(self.accepted_per_position, self.drafted_per_position, self.num_drafts)
+
+
+def position_rates(accepted, drafted, num_drafts: int) -> tuple[list[float | None], bool]:
+    """(acceptance per draft position, whether each is ÷ the steps that drafted that position). Where the
+    drafted counts are known: accepted[i] ÷ drafted[i] (None where no step drafted that far). Else ÷ every
+    step with a draft (vLLM's own per-position rate), which reads later positions low wherever drafts are
+    cut short (n-gram), so callers say which denominator they show."""
+    accepted = list(accepted or ())
+    if drafted is not None and len(drafted) >= len(accepted):
+        return [a / d if d else None for a, d in zip(accepted, drafted)], True
+    return [a / num_drafts if num_drafts else None for a in accepted], False
 
 
 @dataclass(frozen=True)

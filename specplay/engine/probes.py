@@ -133,6 +133,14 @@ def supports_per_request_metrics(engine_args_cls) -> bool:
     return hasattr(engine_args_cls, PER_REQUEST_METRICS_ARG)
 
 
+def per_request_metrics_level(engine_args_cls) -> str:
+    """"detailed" where this vLLM offers it (each step's drafted count too, so per-position acceptance can
+    divide by the steps that drafted a position: n-gram drafts stop short of k), else "summary"."""
+    fields = {f.name: f for f in dataclasses.fields(engine_args_cls)} if dataclasses.is_dataclass(engine_args_cls) else {}
+    field = fields.get(PER_REQUEST_METRICS_ARG)
+    return "detailed" if field is not None and "detailed" in str(field.type) else "summary"
+
+
 @lru_cache(maxsize=1)
 def per_request_metrics_supported() -> bool:
     """Whether the installed vLLM takes per-request spec-decode metrics (`--per-request-spec-decode-metrics`,

@@ -125,7 +125,8 @@ def usage_counters(chunk: dict) -> SpecDecodeCounters | None:
     spec = (chunk.get("metrics") or {}).get("speculative_decoding")
     if not spec or "acceptance_histogram" not in spec:
         return None
-    return SpecDecodeCounters.from_histogram(spec["acceptance_histogram"], spec.get("num_draft_tokens", 0))
+    return SpecDecodeCounters.from_histogram(spec["acceptance_histogram"], spec.get("num_draft_tokens", 0),
+                                             spec.get("per_step_drafted"))  # --per-request-spec-decode-metrics detailed
 
 
 class RemoteEngine:

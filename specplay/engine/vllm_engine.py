@@ -21,7 +21,9 @@ from specplay.engine import processes
 from specplay.engine.base import (  # noqa: F401 (PromptError: the tests' old import path)
     Chunk, EngineInfo, EngineStartError, PromptError, checked_prompt_ids,
 )
-from specplay.engine.probes import PER_REQUEST_METRICS_ARG, supports_per_request_metrics, vllm_facts
+from specplay.engine.probes import (
+    PER_REQUEST_METRICS_ARG, per_request_metrics_level, supports_per_request_metrics, vllm_facts,
+)
 
 
 class _CountersLogger:
@@ -34,6 +36,8 @@ class _CountersLogger:
         spec = getattr(vllm_config, "speculative_config", None)
         # one slot per draft position, sized once from k as vLLM sizes its own SpecDecodingStats
         self.accepted_per_position = [0] * (spec.num_speculative_tokens if spec is not None else 0)
+        self.drafted_per_position = [0] * len(self.accepted_per_position)
+        self.drafted_known = True  # until a vLLM's stats lack num_draft_tokens_per_pos (before 0.32)
 
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0, **_):
         usage = getattr(scheduler_stats, "kv_cache_usage", None)
@@ -47,6 +51,10 @@ class _CountersLogger:
         self.num_accepted_tokens += stats.num_accepted_tokens
         for i, n in enumerate(stats.num_accepted_tokens_per_pos):
             self.accepted_per_position[i] += n
+        drafted = getattr(stats, "num_draft_tokens_per_pos", None)
+        self.drafted_known = self.drafted_known and drafted is not None
+        for i, n in enumerate(drafted or ()):
+            self.drafted_per_position[i] += n
 
     def log_engine_initialized(self):
         pass
@@ -59,7 +67,8 @@ class _CountersLogger:
 
     def snapshot(self) -> SpecDecodeCounters:
         return SpecDecodeCounters(self.num_drafts, self.num_draft_tokens, self.num_accepted_tokens,
-                                  tuple(self.accepted_per_position))
+                                  tuple(self.accepted_per_position),
+                                  tuple(self.drafted_per_position) if self.drafted_known else None)
 
 
 def _model_runner(config, facts=None) -> str | None:
@@ -86,7 +95,7 @@ def request_counters(completion) -> SpecDecodeCounters | None:
     if histogram is None or drafted is None:
         return None
     try:
-        return SpecDecodeCounters.from_histogram(histogram, drafted)
+        return SpecDecodeCounters.from_histogram(histogram, drafted, getattr(metrics, "per_step_drafted", None))
     except (TypeError, ValueError):
         return None
 
@@ -176,7 +185,7 @@ class Engine:
         engine_args = dict(self.settings.engine_args)
         # vLLM refuses per-request metrics without a speculative_config: the speculative engine only
         if engine_args.get("speculative_config") and supports_per_request_metrics(AsyncEngineArgs):
-            engine_args.setdefault(PER_REQUEST_METRICS_ARG, "summary")
+            engine_args.setdefault(PER_REQUEST_METRICS_ARG, per_request_metrics_level(AsyncEngineArgs))
         self.per_request_metrics = engine_args.get(PER_REQUEST_METRICS_ARG, "none") != "none"
         t0 = time.monotonic()
         before = processes.children()

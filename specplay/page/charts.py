@@ -99,13 +99,18 @@ def acceptance_figure(comparison: Comparison) -> go.Figure:
     positions = max(k or 0, len(counters.accepted_per_position))
     per_pos = list(counters.accepted_per_position) + [0] * (positions - len(counters.accepted_per_position))
     drafts = counters.num_drafts
-    shares = [round(n / drafts, 4) if drafts else 0.0 for n in per_pos]
+    rates, exact = counters.position_rates()  # ÷ the drafts that reached each position, where vLLM said
+    shares = [round(r, 4) if r is not None else 0.0 for r in rates] + [0.0] * (positions - len(rates))
+    of = list(counters.drafted_per_position or ()) if exact else [drafts] * positions
+    of += [0] * (positions - len(of))
     data = [
         _line(xs, ys, SPECULATIVE, "acceptance rate", showlegend=False),
         {"type": "bar", "x": [str(i + 1) for i in range(positions)], "y": shares, "name": "accepted share",
          "marker": {"color": COLORS[SPECULATIVE]}, "showlegend": False, "xaxis": "x2", "yaxis": "y2",
-         "customdata": per_pos, "text": [f"{s:.0%}" for s in shares], "textposition": "outside",
-         "hovertemplate": "position %{x}: %{customdata} of " + str(drafts) + " drafts<extra></extra>"},
+         "customdata": list(zip(per_pos, of)), "text": [f"{s:.0%}" for s in shares], "textposition": "outside",
+         "hovertemplate": "position %{x}: %{customdata[0]} of %{customdata[1]} drafts"
+                          + (" that reached it" if exact else " (all: per-position drafted counts not reported)")
+                          + "<extra></extra>"},
         _histogram_bars(acceptance_histogram(counters) if drafts else [], positions),
     ]
     layout = _layout("", "seconds", "accepted / drafted", "acceptance")

@@ -231,6 +231,8 @@ class RunResult:
             "acceptance_rate": _round(c.acceptance_rate, 4),
             "mean_acceptance_length": _round(c.mean_acceptance_length, 3),
             "accepted_per_position": list(c.accepted_per_position),
+            # the steps whose draft reached each position (None: vLLM didn't say): per-position acceptance's divisor
+            "drafted_per_position": list(c.drafted_per_position) if c.drafted_per_position is not None else None,
             "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens, "num_accepted": c.num_accepted_tokens,
             "acceptance_source": self.acceptance_source,
             "speedup_per_acceptance_length": _round(self.speedup_per_acceptance_length, 3),

@@ -60,6 +60,7 @@ class EngineJSON(_Strict):
 
 class SpeculativeJSON(EngineJSON):
     accepted_per_position: Annotated[list[Count], Field(max_length=MAX_K)] = []
+    drafted_per_position: Optional[Annotated[list[Count], Field(max_length=MAX_K)]] = None
     num_drafts: Count = 0
     num_draft_tokens: Count = 0
     num_accepted: Count = 0
@@ -117,7 +118,8 @@ def validate(data) -> RunJSON:
 
 def counters(spec: SpeculativeJSON) -> SpecDecodeCounters:
     return SpecDecodeCounters(spec.num_drafts, spec.num_draft_tokens, spec.num_accepted,
-                              tuple(spec.accepted_per_position))
+                              tuple(spec.accepted_per_position),
+                              tuple(spec.drafted_per_position) if spec.drafted_per_position is not None else None)
 
 
 def noise(run: RunJSON):

@@ -200,7 +200,8 @@ COMPARE_KEYS = {"identical", "first_divergence", "speedup", "tokens_per_step_rat
                 "verifier_exact"}
 ENGINE_KEYS = {"text", "token_ids", "ttft_s", "tokens_per_s", "steps", "steps_source", "step_sizes", "step_seconds",
                "tokens_per_step", "finish_reason"}
-SPEC_KEYS = ENGINE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_per_position", "num_drafts",
+SPEC_KEYS = ENGINE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_per_position", "drafted_per_position",
+                           "num_drafts",
                            "num_draft_tokens", "num_accepted", "acceptance_source",
                            "speedup_per_acceptance_length", "efficiency",  # the old name, one more release
                            "acceptance_histogram", "step_detail", "step_detail_note"}
