@@ -193,10 +193,11 @@ class StatelessPolls:
     names a session, in a least-recently-used store of `session_capacity`: with more tabs open than that,
     each 1 Hz status poll evicted another tab's session (its history, its replay), and a client calling the
     stepper's or lesson's unqueued handlers under invented session names (~127 a second) evicted every real
-    tab's. So an unqueued call (/run/predict) never makes a session: for a session Gradio doesn't keep, a
-    `stateless` handler (the status poll) gets one blank state, shared and never stored (so such a handler
-    may hold no gr.State: checked at the first scope), and any other gets a blank of its own, dropped after
-    the call. Sessions are made by queued events only, which the queue's limits bound."""
+    tab's. So an unqueued call (/run/predict) never makes a session: for a session Gradio doesn't keep, it
+    gets one blank state, shared and never stored (a blank of its own cost 7.5 ms a call). So no unqueued
+    handler may write a gr.State, and a `stateless` one (the status poll, called for kept sessions too) may
+    hold none: both checked at the first scope. Sessions are made by queued events only, which the queue's
+    limits bound."""
 
     # per request: "poll" (a stateless handler), "unqueued" (any other /run/predict), or "" (queued, pages)
     polling = contextvars.ContextVar("playground_polling", default="")
@@ -235,18 +236,16 @@ def _blank_for_polls(page, polling) -> set:
     from gradio.state_holder import SessionState, StateHolder
 
     indices = {i for i, fn in page.fns.items() if getattr(fn.fn, "playground_stateless", False)}
-    for i in indices:
-        if any(type(b).__name__ == "State" for b in [*page.fns[i].inputs, *page.fns[i].outputs]):
-            raise ValueError(f"a stateless handler can't keep a session's state: {page.fns[i].api_name}")
+    for i, fn in page.fns.items():
+        held = [*fn.inputs, *fn.outputs] if i in indices else fn.outputs if fn.queue is False else []
+        if any(type(b).__name__ == "State" for b in held):
+            raise ValueError(f"an unqueued handler can't write a session's state: {fn.api_name or fn.name}")
 
     class Holder(StateHolder):
         blank = None
 
         def __getitem__(self, session_id):
-            call = polling.get()
-            if call and session_id not in self.session_data:
-                if call == "unqueued":
-                    return SessionState(self.blocks)  # this call's alone: never stored, so nothing is evicted
+            if polling.get() and session_id not in self.session_data:
                 if Holder.blank is None:
                     Holder.blank = SessionState(self.blocks)
                 return Holder.blank
