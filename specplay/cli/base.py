@@ -34,12 +34,17 @@ class CLISubcommand:
 
 
 def check_runnable(preset, hardware=None, remote: bool = False) -> None:
-    """UsageError unless the preset can run on this machine (or on servers elsewhere: remote mode)."""
+    """UsageError unless the preset can run on this machine (or on servers elsewhere: remote mode), and its
+    draft goes with its target (their config.json files, read before the engines take minutes to start)."""
+    from specplay.plan.pair_check import check_pair
     from specplay.presets.catalog import availability
 
     where = availability(preset, hardware)
     if not where.runnable and not remote:
         raise UsageError(f"{preset.name} can't run here: {where.reason}")
+    mismatch = None if remote else check_pair(preset).mismatch  # running servers were checked by their vLLM
+    if mismatch:
+        raise UsageError(mismatch)
 
 
 def stderr_log(message: str) -> None:

@@ -25,7 +25,7 @@ def _open_pair(args, preset, hardware, log):
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--preset", help="the preset to bench (required unless --replot)")
+    p.add_argument("--preset", help="the preset to bench (or your own pair: below; one is required unless --replot)")
     p.add_argument("--workloads", default="",
                    help="comma-separated workload names (code, chat, conversations, rewrite, summarize, qa) or "
                         "paths to your own JSONL; default code,chat (token ids for presets without a tokenizer)")
@@ -49,10 +49,14 @@ def add_arguments(p) -> None:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--save-preset", metavar="NAME", default=None,
                    help="with a k × --max-concurrency sweep: save the preset with the measured dynamic-k schedule "
-                        "(num_speculative_tokens_per_batch_size) as a new preset NAME in the catalog")
+                        "(num_speculative_tokens_per_batch_size) as a new preset NAME beside the preset's file (a shipped "
+                        "one's: in the catalog)")
     from specplay.cli.compare import add_remote_arguments
 
     add_remote_arguments(p)
+    from specplay.presets.adhoc import add_arguments as add_own_pair_arguments
+
+    add_own_pair_arguments(p)
     p.add_argument("--replot", metavar="DIR", nargs="+", default=None,
                    help="no engines: redraw the charts (and CSV) of the bench.json in DIR, into --out or DIR "
                         "(e.g. PNGs on a machine with chromium for a bench run on one without); several DIRs "
@@ -66,13 +70,13 @@ def _list(flag: str, text: str, kind):
         raise UsageError(f"{flag}: expected {kind.__name__}s separated by commas, got {text!r}") from None
 
 
-def settings_from_args(args):
+def settings_from_args(args, preset_name: str | None = None):
     from specplay.bench.latency import parse_rate
     from specplay.bench.runner import BenchSettings
     from specplay.bench.workloads import split_names
 
     return BenchSettings(
-        preset=args.preset, workloads=tuple(split_names(args.workloads)), n=args.n,
+        preset=preset_name or args.preset, workloads=tuple(split_names(args.workloads)), n=args.n,
         concurrency=_list("--concurrency", args.concurrency, int), k=_list("--k", args.k, int),
         temperature=_list("--temperature", args.temperature, float),
         acceptance=_list("--acceptance", args.acceptance, float), max_tokens=args.max_tokens,
@@ -129,17 +133,17 @@ def run_cli(args, pair=None) -> int:
     from specplay.bench.charts import figures
     from specplay.bench.outputs import write_results
     from specplay.core.hardware import detect
-    from specplay.presets.catalog import get_preset
+    from specplay.presets.adhoc import ADHOC, named_preset
 
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731  (stdout: the table or the JSON)
     if args.replot:
         return replot(args, log)
-    if not args.preset:
-        raise UsageError("bench: --preset is required (or --replot DIR)")
-    preset = get_preset(args.preset)
+    preset = named_preset(args)
+    if args.save_preset and preset.name == ADHOC:  # said before the engines start, not after the sweep
+        raise UsageError("--save-preset copies a preset file: give --preset or --preset-file, not --model")
     hardware = detect()
     check_runnable(preset, hardware, remote=bool(args.baseline_url))
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, preset.name)
     try:  # everything checkable is checked before the engines take minutes to start
         prompts = load_prompts(settings, preset)
         plan = make_plan(settings, preset, list(prompts))
@@ -209,9 +213,9 @@ def report(result, written: dict, as_json: bool) -> None:
 
 
 def save_schedule(args, preset, result) -> int:
-    """--save-preset: the bench's dynamic-k schedule as a new preset file in the catalog."""
+    """--save-preset: the bench's dynamic-k schedule as a new preset file beside the preset's own (the catalog
+    for a shipped preset, the user's folder for --preset-file)."""
     from specplay.bench.schedule import dynamic_k, save_preset
-    from specplay.core.paths import PRESETS_DIR
 
     dyn = dynamic_k(result.rows)
     if dyn is None:
@@ -219,7 +223,7 @@ def save_schedule(args, preset, result) -> int:
               file=sys.stderr)
         return EXIT_BAD_SETTINGS
     try:
-        path = save_preset(PRESETS_DIR / f"{preset.name}.yaml", args.save_preset, dyn, PRESETS_DIR)
+        path = save_preset(preset.source, args.save_preset, dyn, preset.source.parent)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS

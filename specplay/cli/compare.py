@@ -108,9 +108,9 @@ class CompareCommand(CLISubcommand):
                             "recompute each step's drafts (speculative.step_detail's proposed tokens), checked "
                             "against vLLM's per-step counts")
         add_remote_arguments(c)
-        from specplay.presets.adhoc import add_arguments as add_adhoc_arguments
+        from specplay.presets.adhoc import add_arguments as add_own_pair_arguments
 
-        add_adhoc_arguments(c)
+        add_own_pair_arguments(c)
 
     def cmd(self, args, pair=None) -> int:
         """Start the preset's pair, compare one prompt, shut it down. With `pair` (started, this preset's;
@@ -118,12 +118,12 @@ class CompareCommand(CLISubcommand):
         from specplay.cli.report import print_report
         from specplay.core.hardware import detect
         from specplay.engine.base import PromptError
-        from specplay.presets.adhoc import from_arguments
-        from specplay.presets.catalog import default_preset_name, get_preset
+        from specplay.presets.adhoc import named_preset
+        from specplay.presets.catalog import default_preset_name
         from specplay.plan.memory import target_step_floor_s
         from specplay.run.compare_prompt import PairStartError, compare_prompt
 
-        preset = from_arguments(args) or get_preset(args.preset or default_preset_name())
+        preset = named_preset(args, default_preset_name)
         try:
             check_runnable(preset, remote=bool(args.baseline_url))  # servers run it wherever they are
         except UsageError as exc:  # refused before any engine starts (exit 2): scripts still read one object

@@ -3,6 +3,7 @@ mode); Ctrl-C stops the page and both servers."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
@@ -26,15 +27,20 @@ class LaunchCommand(CLISubcommand):
         parser.add_argument("--server-ports", default="8000,8001", metavar="B,S",
                             help="the servers' ports when free (default: 8000,8001, as the serve lines)")
         parser.add_argument("--timeout", type=float, default=900.0, help="seconds for both servers to start")
+        from specplay.presets.adhoc import add_arguments as add_own_pair_arguments
+
+        add_own_pair_arguments(parser)
 
     def cmd(self, args, pair=None) -> int:
         from specplay.core.events import BASELINE, SPECULATIVE
-        from specplay.presets.catalog import default_preset_name, get_preset
+        from specplay.presets.adhoc import named_preset, same_pair_arguments
+        from specplay.presets.catalog import default_preset_name
         from specplay.run.launch import launch, quick_tests
 
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as Ctrl-C: the servers are stopped on the way out
-        preset = get_preset(args.preset or default_preset_name())
+        preset = named_preset(args, default_preset_name)
         check_runnable(preset)
+        same_pair = same_pair_arguments(args, preset)  # the page names the pair the servers run
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as Ctrl-C: the servers are stopped on the way out
         try:
             ports = dict(zip((BASELINE, SPECULATIVE), (int(p) for p in args.server_ports.split(","))))
         except ValueError:
@@ -47,13 +53,13 @@ class LaunchCommand(CLISubcommand):
         try:
             print("\nquick tests:\n  " + "\n  ".join(quick_tests(servers)))
             urls = ["--baseline-url", servers.urls[BASELINE], "--speculative-url", servers.urls[SPECULATIVE]]
-            print("\nthe page on servers started elsewhere:\n  python app.py --preset "
-                  f"{preset.name} {' '.join(urls)}\n")
+            print("\nthe page on servers started elsewhere:\n  python app.py "
+                  f"{shlex.join(same_pair + urls)}\n")
             if args.no_page:
                 return _wait(servers)
             else:  # the page in its own process (the CLI and the page are separate layers)
                 pids = ",".join(str(servers.processes[r].pid) for r in (BASELINE, SPECULATIVE))
-                subprocess.run([sys.executable, "-m", "specplay.page.server", "--preset", preset.name, *urls,
+                subprocess.run([sys.executable, "-m", "specplay.page.server", *same_pair, *urls,
                                 "--server-pids", pids, "--host", args.host, "--port", str(args.port)])
         except KeyboardInterrupt:
             pass

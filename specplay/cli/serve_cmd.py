@@ -11,17 +11,20 @@ from specplay.core.events import BASELINE, SPECULATIVE
 class ServeCommand(CLISubcommand):
     name = "serve-cmd"
     help = "print the `vllm serve` lines a preset corresponds to"
-    epilog = "exit codes: 0 ok, 2 no such preset"
+    epilog = "exit codes: 0 ok, 2 no such preset, or a bad preset file or pair"
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--preset", required=True)
+        from specplay.presets.adhoc import add_arguments as add_own_pair_arguments
+
+        parser.add_argument("--preset", help="a shipped preset's name (or your own pair: below)")
         parser.add_argument("--json", action="store_true", help="print one JSON object: preset, baseline, speculative")
+        add_own_pair_arguments(parser)
 
     def cmd(self, args, pair=None) -> int:
-        from specplay.presets.catalog import get_preset
+        from specplay.presets.adhoc import named_preset
         from specplay.presets.engines import serve_commands, serve_notes, serve_texts
 
-        preset = get_preset(args.preset)
+        preset = named_preset(args)
         if args.json:
             lines = serve_commands(preset)
             print(json.dumps({"preset": preset.name, "description": preset.description,

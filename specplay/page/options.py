@@ -69,7 +69,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "(`specplay launch` passes them)")
     from specplay.presets.adhoc import add_arguments as add_adhoc_arguments
 
-    add_adhoc_arguments(parser, "; the page offers only it")
+    add_adhoc_arguments(parser, "; the page offers only it")  # the operator's: no visitor's input is a path
     # None: the config file's value or DEFAULTS' stands unless the flag is given
     parser.set_defaults(dtype=None, max_model_len=None, load_format=None, memory_split=None)
     return parser.parse_args(argv)
@@ -79,7 +79,8 @@ DEFAULTS = {"presets": None, "preset": None, "host": "127.0.0.1", "port": 7860, 
             "allow_switching": None, "allow_bench": None, "auth_file": None, "max_run_seconds": 300.0, "queue_size": 32,
             "session_capacity": 128, "core_layout": None, "trusted_proxies": None, "lesson": None,
             "baseline_url": None, "speculative_url": None, "server_timeout_s": 60.0, "api_key_env": "VLLM_API_KEY",
-            "server_pids": None, "model": None, "speculative_config": None, "dtype": "auto", "max_model_len": 4096,
+            "server_pids": None, "preset_file": None, "model": None, "speculative_config": None, "dtype": "auto",
+            "max_model_len": 4096,
             "load_format": "auto", "memory_split": "0.4,0.45"}
 REMOTE_KEYS = ("baseline_url", "speculative_url")
 TRUSTED_PROXIES_ENV = "PLAYGROUND_TRUSTED_PROXIES"
@@ -183,9 +184,9 @@ def offered_presets(options: dict):
 
     hardware = detect()
     every = load_presets()
-    adhoc = _adhoc(options)
-    if adhoc is not None:  # the operator's own pair: the only one offered
-        return {adhoc.name: adhoc}, adhoc.name, hardware
+    own = _own_pair(options)
+    if own is not None:  # the operator's own pair (a preset file or an ad-hoc pair): the only one offered
+        return {own.name: own}, own.name, hardware
     if remote_mode(options):  # the servers run what they run: one preset, wherever they are
         name = options["preset"] or default_preset_name(hardware, every)
         try:
@@ -228,14 +229,17 @@ def lesson_for(options: dict, hardware):
         raise SystemExit(f"app.py: --lesson: {exc}") from None
 
 
-def _adhoc(options: dict):
+def _own_pair(options: dict):
+    """The preset --preset-file or --model/--speculative-config name (as every command resolves them), or None."""
     from types import SimpleNamespace
 
-    from specplay.presets.adhoc import from_arguments
+    from specplay.presets.adhoc import named_preset
     from specplay.presets.catalog import PresetError
 
+    if not any(options.get(key) for key in ("preset_file", "model", "speculative_config")):
+        return None
     try:
-        return from_arguments(SimpleNamespace(**options))
+        return named_preset(SimpleNamespace(**options))
     except PresetError as exc:
         raise SystemExit(f"app.py: {exc}") from None
 

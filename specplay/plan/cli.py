@@ -12,22 +12,30 @@ EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_UNKNOWN = 0, 3, 4
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--preset", required=True)
+    from specplay.presets.adhoc import add_arguments as add_own_pair_arguments
+
+    parser.add_argument("--preset", help="a shipped preset's name (or your own pair: below)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--gpu-gib", type=float, default=None,
                         help="plan for GPUs of this much memory (GiB) instead of this machine's")
     parser.add_argument("--gpus", type=int, default=None, help="with --gpu-gib: how many (default: the preset's)")
     parser.add_argument("--free-gib", type=float, default=None, help="with --gpu-gib: free memory per GPU (default: all)")
     parser.add_argument("--ram-gib", type=float, default=None, help="plan the CPU engines against this much available RAM")
+    add_own_pair_arguments(parser)
 
 
 def run_cli(args) -> int:
-    """Print the plan; exit 0 when it fits, 3 when it doesn't, 4 when it can't tell (a config is missing)."""
+    """Print the plan; exit 0 when it fits, 3 when it doesn't, 4 when it can't tell (a config is missing); a
+    draft and target that don't go together are refused first, naming both numbers (SystemExit: exit 2)."""
     from specplay.plan.memory import MachineMemory, plan
+    from specplay.plan.pair_check import check_pair
     from specplay.plan.report import format_plan
-    from specplay.presets.catalog import get_preset
+    from specplay.presets.adhoc import named_preset
 
-    preset = get_preset(args.preset)
+    preset = named_preset(args)
+    pair = check_pair(preset)
+    if pair.mismatch:
+        raise SystemExit(pair.mismatch)
     hardware = memory = None
     if args.gpu_gib is None and (args.gpus is not None or args.free_gib is not None):
         raise SystemExit("--gpus and --free-gib go with --gpu-gib (the GPUs' total memory)")
@@ -41,7 +49,11 @@ def run_cli(args) -> int:
             raise SystemExit("--ram-gib plans the CPU engines; this machine has a GPU (set PLAYGROUND_FORCE_CPU=1)")
         memory = MachineMemory.cpu(args.ram_gib)
     result = plan(preset, hardware, memory)
-    print(json.dumps(result.as_dict()) if args.json else format_plan(result))
+    if args.json:
+        print(json.dumps({**result.as_dict(), "pair_check": pair.as_dict()}))
+    else:
+        print(format_plan(result))
+        print("\n".join([f"draft and target: {'; '.join(pair.checked)}"] * bool(pair.checked) + list(pair.unchecked)))
     if result.device == "cpu" and preset.device == "gpu":
         print(f"(--gpu-gib N plans {preset.name} for GPUs of N GiB)", file=sys.stderr)
     if not result.complete:

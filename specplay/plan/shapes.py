@@ -7,14 +7,14 @@ per token. The memory plan (`plan.memory`) is built on these. No vLLM, no Gradio
 from __future__ import annotations
 
 import json
-import os
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from specplay.core.paths import BUNDLED_MODELS_DIR
-from specplay.presets.models import BUNDLED, REPO, local_folder
+from specplay.presets.hub import hub_reachable
+from specplay.presets.models import BUNDLED, LOCAL, REPO, local_folder
 from specplay.presets.offline_model import DERIVED_DRAFT_NAME, DERIVED_DRAFT_SKIPPED, OFFLINE_MODELS, TARGET_NAME
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
@@ -45,7 +45,7 @@ def load_config(ref: str) -> tuple[dict, str]:
     there is none to be had from here."""
     if ref.startswith("offline:"):
         return _offline_config(ref[len("offline:"):])
-    if ref.startswith((BUNDLED, REPO)):
+    if ref.startswith((BUNDLED, REPO, LOCAL)):  # a folder here: its own config.json
         return _read_json(local_folder(ref) / "config.json"), ref
     return _hub_config(ref)
 
@@ -89,7 +89,7 @@ def _hub_config(repo_id: str) -> tuple[dict, str]:
     if repo_id in SHAPE_STAND_INS:
         name = SHAPE_STAND_INS[repo_id]
         return _read_json(BUNDLED_MODELS_DIR / name / "config.json"), f"{BUNDLED}{name} (same architecture)"
-    if try_to_load_from_cache is not None and _hub_reachable():
+    if try_to_load_from_cache is not None and hub_reachable():
         try:
             from huggingface_hub import hf_hub_download
 
@@ -98,25 +98,6 @@ def _hub_config(repo_id: str) -> tuple[dict, str]:
             raise ConfigUnavailable(f"config for {repo_id} not available: the hub refused ({type(exc).__name__})") from None
     raise ConfigUnavailable(f"config for {repo_id} not available offline (not in the Hugging Face cache, "
                             "and the hub can't be reached from here)")
-
-
-def _hub_reachable(timeout_s: float = 2.0) -> bool:
-    if os.environ.get("HF_HUB_OFFLINE", "0").lower() not in ("0", "", "false", "no"):
-        return False
-    import socket
-    from urllib.parse import urlparse
-
-    try:
-        from huggingface_hub import constants
-
-        host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
-    except Exception:
-        host = "huggingface.co"
-    try:
-        socket.create_connection((host, 443), timeout=timeout_s).close()
-        return True
-    except OSError:
-        return False
 
 
 # A minimal GGUF metadata reader (header key/values and tensor names; no tensor data). The `gguf` package's

@@ -1,6 +1,8 @@
-"""An ad-hoc pair from the command line (`--model M --speculative-config '{...}'`, as `vllm serve` takes
-them), for the operator who doesn't want to write a YAML file: made into a preset named `adhoc` and
-validated exactly like one (the schema, the rules, the installed vLLM's SpeculativeConfig fields)."""
+"""The operator's own pair on the command line, for every command and the page: a preset file anywhere
+(`--preset-file PATH`, validated as the shipped ones are), or an ad-hoc pair (`--model M
+--speculative-config '{...}'`, as `vllm serve` takes them) for one who doesn't want to write a YAML file:
+made into a preset named `adhoc` and validated exactly like one (the schema, the rules, the installed
+vLLM's SpeculativeConfig fields). `named_preset` resolves what a command line names."""
 
 from __future__ import annotations
 
@@ -52,8 +54,12 @@ def adhoc_preset(model: str, speculative_config: str | dict, dtype: str = "auto"
 
 
 def add_arguments(parser, option_help: str = "") -> None:
-    """The ad-hoc pair's options, for `compare`, `bench` and the page (operator only)."""
-    group = parser.add_argument_group("an ad-hoc pair instead of a preset (as vllm serve takes them)" + option_help)
+    """The own pair's options, for every command that runs or describes a pair and the page (operator only:
+    a path typed on the page never reaches them)."""
+    group = parser.add_argument_group("your own pair instead of a shipped preset: a preset file, or the pair as "
+                                      "vllm serve takes them" + option_help)
+    group.add_argument("--preset-file", metavar="PATH",
+                       help="a preset YAML file anywhere, written as the shipped ones are (its name: the file's)")
     group.add_argument("--model", metavar="M", help="the target: a hub id or a local folder")
     group.add_argument("--speculative-config", metavar="JSON", help="vLLM's speculative_config, e.g. "
                        '\'{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}\'')
@@ -81,3 +87,35 @@ def from_arguments(args) -> Preset | None:
         raise PresetError("--memory-split: expected two fractions, baseline,speculative (e.g. 0.4,0.45)")
     return adhoc_preset(args.model, args.speculative_config, dtype=args.dtype, max_model_len=args.max_model_len,
                         memory=split, load_format=args.load_format)
+
+
+def named_preset(args, default=None) -> Preset:
+    """The preset a command line names: --preset-file, the ad-hoc pair, --preset, else `default` (a name, or a
+    function giving one); PresetError when it names none or more than one."""
+    from specplay.presets.catalog import get_preset, load_user_file
+
+    given = [flag for flag, key in (("--preset", "preset"), ("--preset-file", "preset_file"), ("--model", "model"))
+             if getattr(args, key, None)]
+    if len(given) > 1:
+        raise PresetError(f"{' and '.join(given)}: give one of them, the pair to run")
+    if getattr(args, "preset_file", None):
+        return load_user_file(args.preset_file)
+    adhoc = from_arguments(args)
+    if adhoc is not None:
+        return adhoc
+    name = getattr(args, "preset", None) or (default() if callable(default) else default)
+    if not name:
+        raise PresetError("name the pair: --preset NAME, --preset-file PATH, or --model M with --speculative-config JSON")
+    return get_preset(name)
+
+
+def same_pair_arguments(args, preset: Preset) -> list[str]:
+    """The options that name `preset` again for another process (launch's page): the file, the ad-hoc pair's
+    own options, or the preset's name."""
+    if getattr(args, "preset_file", None):
+        return ["--preset-file", str(preset.source)]
+    if preset.name == ADHOC and getattr(args, "model", None):
+        return ["--model", args.model, "--speculative-config", args.speculative_config, "--dtype", args.dtype,
+                "--max-model-len", str(args.max_model_len), "--load-format", args.load_format,
+                "--memory-split", str(args.memory_split)]
+    return ["--preset", preset.name]

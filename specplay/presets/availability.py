@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from specplay.core.hardware import Hardware, detect
 from specplay.presets.capabilities import needed_package
+from specplay.presets.hub import hub_reachable
 from specplay.presets.models import cached_hub_config
 from specplay.presets.offline_model import OFFLINE_MODELS
 from specplay.presets.schema import Preset
@@ -17,7 +18,7 @@ from specplay.presets.schema import Preset
 class Availability:
     runnable: bool
     reason: str
-    needs_hub: bool = False  # runnable only if the Hugging Face hub can be reached from here
+    needs_hub: bool = False  # downloads from the Hugging Face hub first (runnable only where it can be reached)
 
 
 def offline_models_needed(preset: Preset) -> list[str]:
@@ -55,6 +56,9 @@ def availability(preset: Preset, hardware: Hardware | None = None) -> Availabili
         return Availability(False, missing_package)
     hub = [ref for ref in preset.model_refs() if ":" not in ref]
     missing_hub = [ref for ref in hub if not _hub_cached(ref)]
+    if missing_hub and not hub_reachable():
+        return Availability(False, f"needs the hub for {', '.join(missing_hub)} (not in the local Hugging Face "
+                            "cache), and the hub can't be reached from here", needs_hub=True)
     if missing_hub:
         return Availability(True, "needs the hub: " + ", ".join(missing_hub), needs_hub=True)
     offline = offline_models_needed(preset)

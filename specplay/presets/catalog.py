@@ -53,6 +53,30 @@ def load_file(path: Path, facts=INSTALLED) -> Preset:
     return validate(data, path, facts)
 
 
+def load_user_file(path) -> Preset:
+    """A user's preset file anywhere (--preset-file), validated as the shipped ones are; every way it can't be
+    read is a PresetError of one line, naming the file."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise PresetError(f"--preset-file: {path}: no such file" + (" (a folder)" if path.is_dir() else ""))
+    try:
+        text = path.read_text()
+        data = yaml.safe_load(text)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PresetError(f"--preset-file: {path}: can't read it as text ({type(exc).__name__})") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise PresetError(f"--preset-file: {path}: not valid YAML{line}") from None
+    if not isinstance(data, dict):
+        raise PresetError(f"--preset-file: {path}: expected a preset, a YAML mapping (see the shipped ones in "
+                          f"{PRESETS_DIR}), got {type(data).__name__}")
+    try:
+        return validate(data, path.resolve())
+    except PresetError as exc:  # one line: the file's own validation message, under the option's name
+        raise type(exc)(f"--preset-file: {' '.join(str(exc).split())}") from None
+
+
 def load_presets(directory: Path = PRESETS_DIR, facts=INSTALLED) -> dict[str, Preset]:
     """The catalog, judged against the installed vLLM (or `facts`: another vLLM's, engine.vllm_facts)."""
     presets = {}
