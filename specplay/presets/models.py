@@ -4,7 +4,7 @@
                 load_format: dummy
   repo:PATH     a folder with a config.json in a source checkout, relative to the project root (for users'
                 own presets)
-  path:PATH     a folder on this machine (the operator's ad-hoc pair on the command line)
+  path:PATH     a folder on this machine (an ad-hoc pair's local folder; a user's own --preset-file)
   anything else a Hugging Face hub id
 """
 
