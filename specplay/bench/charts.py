@@ -1,6 +1,7 @@
 """The bench lab's charts, pure functions from bench rows to plotly figures: speedup against k, acceptance
 per draft position, speedup against temperature, throughput against concurrency (both engines), speedup
-against the request rate (open loop), and for synthetic acceptance the predicted speedups (verify = one
+against the request rate (open loop), speedup and acceptance against context length (bench.context's
+buckets), and for synthetic acceptance the predicted speedups (verify = one
 pass; measured pass times) next to the measured.
 
 Each chart holds the other settings at one value (the lowest temperature, the lowest concurrency, the
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from specplay.bench.context import context_of
 from specplay.bench.report import accepted_shares, shares_exact
 from specplay.bench.runner import predicted_speedup
 from specplay.core import style
@@ -199,6 +201,26 @@ def predicted_vs_measured(rows: list[dict]) -> go.Figure:
     return _figure(data, layout)
 
 
+def speedup_vs_context(rows: list[dict], preset_k: int | None = None) -> go.Figure:
+    """Context-length buckets (bench.context): speedup (solid, left axis) and acceptance rate (dotted, right
+    axis) against the prompt's length in the target's tokens."""
+    ref = reference(rows, preset_k)
+    picked = [dict(r, context_tokens=context_of(r["workload"])) for r in rows if context_of(r["workload"]) is not None]
+    picked = _where(picked, temperature=ref["temperature"], concurrency=ref["concurrency"], k=ref["k"])
+    data = _lines(picked, "context_tokens", "speedup", ("k",), hover="speedup")
+    for line in _lines(picked, "context_tokens", "acceptance_rate", ("k",), dash="dot", hover="acceptance"):
+        data.append({**line, "yaxis": "y2"})
+    data[0]["name"], data[-1]["name"] = "speedup", "acceptance rate"
+    lengths = sorted({r["context_tokens"] for r in picked})
+    layout = _layout(f"Speedup and acceptance against context length (k={ref['k']}, T={ref['temperature']:g}, "
+                     f"c={ref['concurrency']})", "prompt tokens (target's tokenizer)", "speedup", type="log",
+                     tickvals=lengths, ticktext=[str(n) for n in lengths])
+    layout["yaxis2"] = {"overlaying": "y", "side": "right", "range": [0, 1.05], "tickformat": ".0%",
+                        "title": {"text": "acceptance rate"}, "showgrid": False}
+    layout["shapes"] = [_even()]
+    return _figure(data, layout)
+
+
 CHARTS = {  # file stem -> (figure function, the setting it sweeps: drawn only when that takes 2+ values)
     "speedup_vs_k": (speedup_vs_k, "k"),
     "acceptance_per_position": (acceptance_per_position, None),
@@ -236,6 +258,9 @@ def figures(rows: list, preset_k: int | None = None, synthetic: bool = False) ->
         picked = rows_for(stem, rows)
         if picked and (swept is None or len({r[swept] for r in picked}) > 1):
             out[stem] = chart(stem, rows, preset_k)
+    buckets = {context_of(r["workload"]) for r in rows_for("speedup_vs_context", rows)} - {None}
+    if len(buckets) > 1:
+        out["speedup_vs_context"] = speedup_vs_context(rows_for("speedup_vs_context", rows), preset_k)
     if synthetic and any(r.get("acceptance") is not None for r in rows_for("predicted_vs_measured", rows)):
         out["predicted_vs_measured"] = chart("predicted_vs_measured", rows)
     return out

@@ -67,7 +67,11 @@ def markdown_table(headers: list[str], cells: list[list[str]]) -> str:
 
 
 def text_table(rows: list) -> str:
-    headers, cells = table(rows)
+    return aligned(*table(rows))
+
+
+def aligned(headers: list[str], cells: list[list[str]]) -> str:
+    """A table as right-aligned columns for a terminal."""
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]

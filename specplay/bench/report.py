@@ -143,6 +143,7 @@ class BenchReport:
     rate_advice: tuple[RateAdvice, ...] = ()
     dynamic_k: Mapping | None = None  # bench.schedule.as_json
     vllm_bench_serve: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # workload -> role -> line
+    published: Mapping | None = None  # the preset's published acceptance (presets.schema.Published), if it cites one
 
     def to_json(self) -> dict:
         out = dataclasses.asdict(self)
@@ -167,6 +168,7 @@ class BenchReport:
             advice=tuple(Advice(**{k: v for k, v in a.items() if k in known}) for a in data.get("advice") or ()),
             rate_advice=tuple(RateAdvice(**a) for a in data.get("rate_advice") or ()),
             dynamic_k=data.get("dynamic_k"), vllm_bench_serve=dict(data.get("vllm_bench_serve") or {}),
+            published=data.get("published"),
         )
 
     def save(self, path, files: Mapping | None = None) -> Path:

@@ -31,20 +31,14 @@ from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings
 from specplay.presets import verifiers
-from specplay.presets.models import target_vocab_size
-from specplay.bench.workloads import WORKLOADS, WorkloadError, load_workload, token_id_prompts
+from specplay.bench.prompts import (  # noqa: F401 (load_prompts, TOKEN_IDS: the CLI's and tests' import path)
+    TOKEN_IDS, BenchError, load_prompts, named_workloads,
+)
 
-TOKEN_IDS = "token-ids"  # the workload of presets without a tokenizer (dummy weights)
-TOKEN_ID_PROMPT_LENGTH = 128
-DEFAULT_TEXT_WORKLOADS = ("code", "chat")
 WARMUP_TOKENS = 8
 # A short prompt of its own for warm-ups, so they leave nothing of a measured prompt in the prefix cache.
 WARMUP_TEXT = "Count from one to twenty."
 WARMUP_IDS = tuple(range(2000, 2064))
-
-
-class BenchError(ValueError):
-    """The bench's settings can't run as given; the message says which setting and why."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +55,9 @@ class BenchSettings:
     acceptance: tuple[float, ...] = ()  # synthetic presets only; empty: the preset's own
     max_tokens: int | None = None  # None: the preset's default
     seed: int = 0
+    dataset: str | None = None  # a shipped dataset's name or a file (bench.datasets): a workload per category
+    dataset_name: str | None = None  # its format, vllm bench serve's --dataset-name (None: from the extension)
+    context_lengths: tuple[int, ...] = ()  # prompt lengths in target tokens: a workload per bucket (bench.context)
 
 
 @dataclass(frozen=True)
@@ -190,30 +187,6 @@ def make_plan(settings: BenchSettings, preset: Preset, workloads: list[str], res
     restarts = sum(v != loaded for v in variants)
     restarts += 1 if restore and variants[-1] != loaded else 0
     return Plan(tuple(variants), rows, len(workloads) * len(temps) * len(loops), restarts)
-
-
-def load_prompts(settings: BenchSettings, preset: Preset) -> dict[str, list]:
-    """{workload name: its first n prompts}. Presets without a tokenizer get repeatable token ids."""
-    if preset.prompt_input == "token_ids":
-        if not settings.workloads:
-            return {TOKEN_IDS: token_id_prompts(settings.n, TOKEN_ID_PROMPT_LENGTH, target_vocab_size(preset, 128256))}
-        named = [w for w in settings.workloads if w in WORKLOADS]
-        if named:
-            raise BenchError(f"{preset.name} has no tokenizer (dummy weights): text workloads ({', '.join(named)}) "
-                             "can't run; leave --workloads out for token-id prompts, or give a JSONL of prompt_token_ids")
-    out: dict[str, list] = {}
-    for name_or_path in settings.workloads or DEFAULT_TEXT_WORKLOADS:
-        try:
-            prompts = load_workload(name_or_path, settings.n)
-        except WorkloadError as exc:
-            raise BenchError(str(exc)) from None
-        name = prompts[0].workload
-        if name in out:
-            raise BenchError(f"workloads: {name!r} is given twice")
-        if preset.prompt_input == "token_ids" and any(p.prompt_token_ids is None for p in prompts):
-            raise BenchError(f"{name_or_path}: {preset.name} has no tokenizer: every line needs prompt_token_ids")
-        out[name] = prompts
-    return out
 
 
 # -- figures of a batch -------------------------------------------------------------------------------------
@@ -393,5 +366,6 @@ class BenchRun:
             rate_advice=tuple(rate_sentences(self.rows)),
             dynamic_k=schedule.as_json(self.rows),  # num_speculative_tokens_per_batch_size from k × concurrency
             vllm_bench_serve=vllm_bench_commands(self.preset, self.settings, self.max_tokens,
-                                                 self.settings.workloads or (DEFAULT_TEXT_WORKLOADS if TOKEN_IDS not in self.prompts else ())),
+                                                 named_workloads(self.settings, self.preset)),
+            published=self.preset.published.model_dump() if getattr(self.preset, "published", None) else None,
         )

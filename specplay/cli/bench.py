@@ -31,6 +31,14 @@ def add_arguments(p) -> None:
                         "paths to your own JSONL; default code,chat (token ids for presets without a tokenizer)")
     p.add_argument("--num-prompts", "--n", dest="n", type=int, default=4,
                    help="prompts per workload (default 4; vllm bench serve's name, --n the old one)")
+    p.add_argument("--dataset", "--dataset-path", dest="dataset", default=None,
+                   help="a spec-decode dataset, one workload per category: spec-bench-mini (shipped, SpecBench's 13 "
+                        "categories) or a file: SpecBench's question.jsonl or a ShareGPT JSON (--num-prompts per category)")
+    p.add_argument("--dataset-name", choices=("spec_bench", "sharegpt"), default=None,
+                   help="--dataset's format, vllm bench serve's names (default: .jsonl spec_bench, .json sharegpt)")
+    p.add_argument("--context-lengths", default="",
+                   help="prompt lengths in the target's tokens, e.g. 128,512,1536 (CPU) or 512,4096,16384: one "
+                        "workload per length, cut from the shipped texts; each + max tokens must fit max_model_len")
     p.add_argument("--max-concurrency", "--concurrency", dest="concurrency", default="1",
                    help="closed loop: requests in flight per engine, e.g. 1,8,32 (default 1)")
     p.add_argument("--request-rate", default="",
@@ -81,6 +89,8 @@ def settings_from_args(args, preset_name: str | None = None):
         temperature=_list("--temperature", args.temperature, float),
         acceptance=_list("--acceptance", args.acceptance, float), max_tokens=args.max_tokens,
         request_rate=_list("--request-rate", args.request_rate, parse_rate), seed=args.seed,
+        dataset=args.dataset, dataset_name=args.dataset_name,
+        context_lengths=_list("--context-lengths", args.context_lengths, int),
     )
 
 
@@ -187,14 +197,17 @@ def run_cli(args, pair=None) -> int:
 
 def report(result, written: dict, as_json: bool) -> None:
     """The table, the advice and the vllm bench serve lines on stdout (or the report as one JSON object)."""
+    from specplay.bench import breakdown
     from specplay.bench.latency import rate_label
     from specplay.bench.outputs import text_table
 
     if as_json:
-        print(json.dumps({**result.to_json(), "files": written}))
+        print(json.dumps({**result.to_json(), **breakdown.as_json(result.rows, result.published), "files": written}))
         return
     print(text_table(result.rows))
     print()
+    for section in breakdown.sections(result.rows, result.published):  # context lengths, dataset categories
+        print(section + "\n")
     for advice in result.advice:
         where = f"{advice.workload}, T={advice.temperature:g}, " + (
             f"c={advice.concurrency}" if advice.request_rate is None else rate_label(advice.request_rate))

@@ -92,6 +92,15 @@ def engines_json(engines) -> dict:
 EMPTY_PROMPT = "The prompt is empty: type something for both engines to answer."
 
 
+def template_ids(tokenizer, text: str) -> list[int]:
+    """A text prompt's token ids as the engines get them: through the model's chat template when it has one
+    (a user turn, then the assistant's start), else plainly encoded."""
+    if not getattr(tokenizer, "chat_template", None):
+        return tokenizer.encode(text)
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
+    return ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "input_ids") else ids
+
+
 def checked_prompt_ids(request: GenerationRequest, template_ids: Callable[[str], list[int]], max_model_len: int,
                        whose: str = "this preset's") -> list[int]:
     """The ids both engines get (in-process or servers): the request's own, or its text through

@@ -19,7 +19,7 @@ from specplay.core.events import EngineSettings, GenerationRequest, SpecDecodeCo
 from specplay.core.hardware import pin_process
 from specplay.engine import processes
 from specplay.engine.base import (  # noqa: F401 (PromptError: the tests' old import path)
-    Chunk, EngineInfo, EngineStartError, PromptError, checked_prompt_ids,
+    Chunk, EngineInfo, EngineStartError, PromptError, checked_prompt_ids, template_ids,
 )
 from specplay.engine.probes import (
     PER_REQUEST_METRICS_ARG, per_request_metrics_level, supports_per_request_metrics, vllm_facts,
@@ -246,10 +246,7 @@ class Engine:
         tok = self._tokenizer
         if tok is None:
             raise PromptError("This preset has no tokenizer (dummy weights): give the prompt as token ids.")
-        if not getattr(tok, "chat_template", None):
-            return tok.encode(text)
-        ids = tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True)
-        return ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "input_ids") else ids
+        return template_ids(tok, text)
 
     def decode(self, token_ids) -> str:
         return self._tokenizer.decode(list(token_ids)) if self._tokenizer is not None else ""

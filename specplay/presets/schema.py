@@ -6,6 +6,7 @@ specplay/presets/schema.json (JSON Schema, for editors that validate YAML); a te
 from __future__ import annotations
 
 import json
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -63,6 +64,15 @@ class PaysOff(_Section):
     gpu: str = Field(description="one sentence: where this preset is expected to pay on a GPU")
 
 
+class Published(_Section):
+    """A checkpoint's acceptance as published (paper, model card), shown beside the bench's measured one."""
+
+    mean_acceptance_length: float = Field(ge=1, le=17, description="tokens per verification step (vLLM's mean "
+                                          "acceptance length, 1 + accepted / drafts), from 1 to 17")
+    source: str = Field(pattern=r"^https://\S+$", description="the https URL of the paper or model card that states it")
+    conditions: str = Field(min_length=1, description="where it was measured: dataset, temperature, k, chain or tree")
+
+
 class SpeculativeSection(BaseModel):
     """The keys the playground reads; every other key goes to vLLM verbatim (checked against the installed
     vLLM's SpeculativeConfig when the preset loads)."""
@@ -100,6 +110,8 @@ class PresetFile(BaseModel):
     default_max_tokens: int = Field(128, ge=1, description="1 to half of max_model_len")
     ignore_eos: bool = False
     pays_off: PaysOff
+    published: Published | None = Field(None, description="a published acceptance for this pairing, cited "
+                                         "(mean_acceptance_length, source, conditions); leave out rather than guess")
 
 
 @dataclass(frozen=True)
@@ -120,6 +132,7 @@ class Preset:
     pays_off: PaysOff  # where this preset is expected to pay, per device, in one sentence
     model_runner: str = "auto"  # the speculative engine's: "v1" | "v2" | "auto"
     vllm_problem: str | None = None  # a key or method the installed vLLM lacks: the preset can't run here
+    published: Published | None = None  # the checkpoint's published acceptance, where the preset cites one
 
     @property
     def method(self) -> str:
@@ -149,6 +162,12 @@ _TYPE_WORDS = {"int_type": "an int", "int_parsing": "an int", "int_from_float": 
                "list_type": "a list"}
 
 
+def _model_of(annotation):
+    """The section model a field holds, an optional one's too (`Published | None`)."""
+    return next((a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)),
+                annotation)
+
+
 def _field_info(loc: tuple):
     """The pydantic FieldInfo at an error's location, walking the nested sections; None off the schema."""
     model, info = PresetFile, None
@@ -156,7 +175,7 @@ def _field_info(loc: tuple):
         if not (isinstance(model, type) and issubclass(model, BaseModel)) or part not in model.model_fields:
             return None
         info = model.model_fields[part]
-        model = info.annotation
+        model = _model_of(info.annotation)
     return info
 
 
@@ -169,7 +188,7 @@ def _message(source: Path, error: dict) -> str:
         expected, got_text = f"{described or 'a value'} (required)", "nothing"
     elif kind == "extra_forbidden":
         parent = _field_info(loc[:-1]) if loc[:-1] else None
-        fields = (parent.annotation if parent is not None else PresetFile).model_fields
+        fields = (_model_of(parent.annotation) if parent is not None else PresetFile).model_fields
         expected, got_text = f"one of the known fields ({', '.join(fields)})", "unknown field"
     elif kind == "literal_error":
         expected, got_text = f"one of {error['ctx']['expected']}", repr(got)

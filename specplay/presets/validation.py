@@ -167,7 +167,7 @@ def validate(data, source: Path, facts=INSTALLED) -> Preset:
         memory=f.memory, prompt_input=f.prompt_input, default_max_tokens=f.default_max_tokens,
         ignore_eos=f.ignore_eos, source=source,
         pays_off=f.pays_off.model_copy(update={k: v.strip() for k, v in f.pays_off.model_dump().items() if v}),
-        model_runner=f.model_runner,
+        model_runner=f.model_runner, published=f.published,
         vllm_problem=capabilities.method_problem(spec["method"], facts) or mismatch
         or capabilities.vllm_problem(spec, f.model_runner, facts),
     )
