@@ -23,8 +23,11 @@ HUB_MODELS = ("HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M
 
 
 def specplay(*args, **env) -> subprocess.CompletedProcess:
+    """The real command line; with HF_HOME given, that folder is the only Hugging Face cache it sees."""
+    base = {k: v for k, v in os.environ.items()
+            if "HF_HOME" not in env or k not in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE")}
     return subprocess.run([sys.executable, "-m", "specplay", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1", **env})
+                          timeout=120, env={**base, "HF_HUB_OFFLINE": "1", **env})
 
 
 @pytest.fixture
