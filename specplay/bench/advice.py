@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specplay.bench.passes import cost_sentence
-from specplay.presets.methods import facts_for
+from specplay.presets.methods import facts_of_kind
+
 LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
 RAISE_ABOVE, LOWER_BELOW = 0.70, 0.50
 COST_GROWS = 1.05  # the step-cost factor at the largest k this much above the smallest's: it grows with k
@@ -55,7 +56,7 @@ def _level(k: int) -> str:
     return f"k={k} ({LEVELS[k]})" if k in LEVELS else f"k={k}"
 
 
-def _why(rows_by_k: dict, rule_wants_more: bool, method: str, async_scheduling: bool | None) -> str:
+def _why(rows_by_k: dict, rule_wants_more: bool, kind: str, async_scheduling: bool | None) -> str:
     """Why the measured best sits on the other side of the rule's k: what the step-cost factor did."""
     lo, hi = min(rows_by_k), max(rows_by_k)
     c_lo, c_hi = rows_by_k[lo].step_cost_ratio, rows_by_k[hi].step_cost_ratio
@@ -64,31 +65,33 @@ def _why(rows_by_k: dict, rule_wants_more: bool, method: str, async_scheduling: 
         return "too few steps were timed to say why"
     trend = f"the step-cost factor goes from {c_lo:.2f}× at k={lo} to {c_hi:.2f}× at k={hi}"
     gain = f"tokens per step {g_lo:.2f}× → {g_hi:.2f}×"
-    facts = facts_for({"method": method})  # the method table: does drafting run passes, one per position?
+    facts = facts_of_kind(kind)  # the method table: does drafting run passes, one per position?
     passes, per_position = facts.drafts_cost_a_pass, facts.draft_passes(2) == 2
     if rule_wants_more:
         if c_hi > c_lo * COST_GROWS:
             cause = (" because the speculative engine runs without async scheduling here, so every step waits "
                      "for the host while it drafts and verifies k+1 tokens" if async_scheduling is False else
                      f" because each extra draft position adds {'a draft pass and ' if per_position else ''}"
-                     "verification work to every step")
+                     "verification work to every step" + (" (one pass drafts all k, so the draft's own cost "
+                                                          "barely grows)" if facts.parallel else ""))
             return f"{trend}{cause}, and a longer draft buys too little to cover it ({gain})"
         return f"acceptance falls off at the later positions: {gain}, while {trend}"
     if c_hi <= c_lo * COST_GROWS:
-        free = f" ({'n-gram' if facts.lookup else method} drafts cost no forward pass)" if passes is False else ""
+        free = f" ({'n-gram' if facts.lookup else kind} drafts cost no forward pass)" if passes is False else ""
         return f"{trend}: extra draft positions are almost free{free}, so even a few accepted tokens pay ({gain})"
     return f"the accepted tokens outweigh the extra cost: {gain}, while {trend}"
 
 
-def advise(rows: list, preset_k: int, method: str, async_scheduling: bool | None) -> list[Advice]:
-    """One Advice per (workload, temperature, concurrency[, acceptance]) group of bench rows."""
+def advise(rows: list, preset_k: int, kind: str, async_scheduling: bool | None) -> list[Advice]:
+    """One Advice per (workload, temperature, concurrency[, acceptance]) group of bench rows; `kind`: the
+    method table's (a preset's `speculative_config.kind`: "pard", not vLLM's "draft_model")."""
     groups: dict[tuple, dict[int, dict]] = {}
     for row in rows:
         groups.setdefault(tuple(getattr(row, key) for key in GROUP_KEYS), {})[row.k] = row
-    return [_advice(key, by_k, preset_k, method, async_scheduling) for key, by_k in groups.items()]
+    return [_advice(key, by_k, preset_k, kind, async_scheduling) for key, by_k in groups.items()]
 
 
-def _advice(key: tuple, by_k: dict, preset_k: int, method: str, async_scheduling: bool | None) -> Advice:
+def _advice(key: tuple, by_k: dict, preset_k: int, kind: str, async_scheduling: bool | None) -> Advice:
     where = dict(zip(GROUP_KEYS, key))  # workload, temperature, concurrency, acceptance
     ks = sorted(by_k)
     current = min(ks, key=lambda k: (abs(k - preset_k), k))
@@ -119,7 +122,7 @@ def _advice(key: tuple, by_k: dict, preset_k: int, method: str, async_scheduling
     else:
         wants_more = target > best
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}, but {best_text}: "
-                    f"{_why(by_k, wants_more, method, async_scheduling)}.")
+                    f"{_why(by_k, wants_more, kind, async_scheduling)}.")
     return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
                   best_speedup=speedup, agree=agree, sentence=sentence + cost_sentence(by_k[current]) + _suspect(by_k))
 

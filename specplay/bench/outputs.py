@@ -149,7 +149,7 @@ def merge_results(reports: list[BenchReport]) -> BenchReport:
         first, rows=rows, settings=merged_settings, environment=dataclasses.replace(first.environment, engines=engines),
         started_utc=min(stamps) if stamps else None, finished_utc=max(stamps) if stamps else None,
         cancelled=any(r.cancelled for r in reports), command=tuple(c for r in reports for c in r.command),
-        advice=tuple(advise(list(rows), first.loaded_k, first.method, spec.get("async_scheduling"))),
+        advice=tuple(advise(list(rows), first.loaded_k, first.kind or first.method, spec.get("async_scheduling"))),
         rate_advice=tuple(rate_sentences(list(rows))), dynamic_k=as_json(rows))
 
 

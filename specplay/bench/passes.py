@@ -6,18 +6,22 @@ yields over t_s / t_b. Pure arithmetic on numbers the bench measured."""
 
 from __future__ import annotations
 
-from specplay.presets.methods import facts_for
+from collections.abc import Mapping
+
+from specplay.presets.methods import facts_of_kind
+from specplay.presets.speculation import Speculation
 
 
-def draft_passes(method: str, k: int, parallel_drafting: bool = False) -> int | None:
-    """Draft forward passes in one speculative step, from the method table (presets.methods): none for a
-    lookup drafter (n-gram, suffix), one for all k when drafting in parallel (PARD, DFlash, DSpark), else
-    one per drafted token; None for a method the table doesn't know."""
-    return facts_for({"method": method, "parallel_drafting": parallel_drafting}).draft_passes(k)
+def draft_passes(kind: str, k: int) -> int | None:
+    """Draft forward passes in one speculative step, from the method table (presets.methods) by kind: none
+    for a lookup drafter (n-gram, suffix), one for all k when drafting in parallel ("pard", DFlash, DSpark),
+    else one per drafted token; None for a method the table doesn't know."""
+    return facts_of_kind(kind).draft_passes(k)
 
 
-def preset_draft_passes(speculative_config: dict, k: int) -> int | None:
-    return facts_for(speculative_config).draft_passes(k)
+def preset_draft_passes(speculative_config: Mapping, k: int) -> int | None:
+    """The same for a preset's speculative_config (typed, or vLLM's keys)."""
+    return Speculation(speculative_config).facts.draft_passes(k)
 
 
 def measured_prediction(baseline_step_s: float | None, speculative_step_s: float | None, passes: int | None,

@@ -128,7 +128,8 @@ class Environment:
 @dataclass(frozen=True, kw_only=True)
 class BenchReport:
     preset: str
-    method: str | None = None
+    method: str | None = None  # vLLM's, as the preset names it
+    kind: str | None = None  # the method table's (presets.methods; PARD: "pard"), which the advice reads
     model: str | None = None  # the target as serve lines name it (vllm bench serve's model_id)
     loaded_k: int | None = None
     synthetic: bool = False
@@ -159,7 +160,8 @@ class BenchReport:
         command = data.get("command") or ()
         known = {f.name for f in dataclasses.fields(Advice)}
         return cls(
-            preset=data["preset"], method=data.get("method"), model=data.get("model"), loaded_k=data.get("loaded_k"),
+            preset=data["preset"], method=data.get("method"), kind=data.get("kind") or data.get("method"),
+            model=data.get("model"), loaded_k=data.get("loaded_k"),
             synthetic=bool(data.get("synthetic")), settings=dict(data.get("settings") or {}),
             environment=Environment(**env), started_utc=data.get("started_utc"),
             finished_utc=data.get("finished_utc"), cancelled=bool(data.get("cancelled")),

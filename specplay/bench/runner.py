@@ -155,9 +155,10 @@ def check(settings: BenchSettings, preset: Preset) -> None:
     for r in settings.request_rate:
         if not r > 0:
             bad("request rate", "requests per second above 0, or inf", r)
+    limits = preset.speculative_config.limits  # the schema's, one place
     for k in settings.k:
-        if not 1 <= k <= 16:
-            bad("k", "num_speculative_tokens from 1 to 16", k)
+        if not limits.allows_k(k):
+            bad("k", f"num_speculative_tokens from {limits.k_min} to {limits.k_max}", k)
     for t in settings.temperature or bad("temperature", "at least one value", ()):
         if not 0 <= t <= 2:
             bad("temperature", "0 to 2", t)
@@ -355,13 +356,14 @@ class BenchRun:
         spec_info = next(iter(self.engines.values()), {}).get(SPECULATIVE, {})
         settings = dataclasses.replace(self.settings, workloads=tuple(self.prompts), max_tokens=self.max_tokens)
         return BenchReport(
-            preset=self.preset.name, method=self.preset.method, model=serve_model(self.preset.target.model),
-            loaded_k=self.preset.num_speculative_tokens, synthetic=is_synthetic(self.preset),
+            preset=self.preset.name, method=self.preset.method, kind=self.preset.kind,
+            model=serve_model(self.preset.target.model), loaded_k=self.preset.num_speculative_tokens,
+            synthetic=is_synthetic(self.preset),
             settings=dataclasses.asdict(settings),
             environment=Environment(self.hardware.describe(), self.hardware.device, dict(self.engines)),
             started_utc=self.started, finished_utc=self.finished, cancelled=self.cancelled, command=tuple(command),
             rows=tuple(self.rows),
-            advice=tuple(advise(self.rows, self.preset.num_speculative_tokens, self.preset.method,
+            advice=tuple(advise(self.rows, self.preset.num_speculative_tokens, self.preset.kind,
                                 spec_info.get("async_scheduling"))),
             rate_advice=tuple(rate_sentences(self.rows)),
             dynamic_k=schedule.as_json(self.rows),  # num_speculative_tokens_per_batch_size from k × concurrency

@@ -198,7 +198,7 @@ def _engine_rows(preset, device: str) -> list[EngineRow]:
     elif facts.needs_model or (facts.needs_model is None and isinstance(spec.get("model"), str)):
         # The draft runs in the target's dtype (vLLM's draft model config takes the target's).
         draft_tp = spec.get("draft_tensor_parallel_size", tp)
-        head = preset.method if facts.draft == "head" else None
+        head = preset.kind if facts.draft == "head" else None  # the head's shape by kind (shapes.count_eagle_head)
         draft, _ = _model_part(facts.plan_label or "draft", spec["model"], dtype, draft_tp, spec.get("quantization"), head,
                                target_config)
         parts = [target, draft]

@@ -64,7 +64,7 @@ def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
     if hardware.device == "gpu":
         args["gpu_memory_utilization"] = preset.memory[f"{role}_gpu_memory_utilization"]
     if role == SPECULATIVE:
-        spec = dict(preset.speculative_config)
+        spec = preset.speculative_config.vllm
         if "model" in spec:
             spec["model"] = resolve_model(spec["model"])
         args["speculative_config"] = spec

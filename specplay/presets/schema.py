@@ -13,7 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from specplay.presets.methods import MethodFacts, facts_for
+from specplay.presets.methods import MethodFacts
+from specplay.presets.speculation import K_MAX, K_MIN, Speculation
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schema.json"
 Dtype = Literal["auto", "float32", "float16", "bfloat16"]
@@ -80,7 +81,7 @@ class SpeculativeSection(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
     method: str = Field(min_length=1, description="a speculative method the installed vLLM has (its SpeculativeMethod "
                         "or a registered custom method; checked when the preset loads)")
-    num_speculative_tokens: int = Field(ge=1, le=16, description="an integer from 1 to 16")
+    num_speculative_tokens: int = Field(ge=K_MIN, le=K_MAX, description=f"an integer from {K_MIN} to {K_MAX}")
     model: str | None = Field(None, description="the draft model or head (not for n-gram, suffix, MTP)")
     parallel_drafting: bool = False
     draft_tensor_parallel_size: int | None = Field(None, ge=1, description="1 or the target's tensor_parallel_size")
@@ -123,7 +124,7 @@ class Preset:
     device: str  # "any" (CPU or GPU) | "gpu"
     gpus: int
     target: Target
-    speculative_config: dict  # passed to vLLM verbatim
+    speculative_config: Speculation  # typed (kind, facts, verifier, limits); `.vllm`: vLLM's keys verbatim
     memory: Memory
     prompt_input: str  # "text" | "token_ids"
     default_max_tokens: int
@@ -134,22 +135,31 @@ class Preset:
     vllm_problem: str | None = None  # a key or method the installed vLLM lacks: the preset can't run here
     published: Published | None = None  # the checkpoint's published acceptance, where the preset cites one
 
+    def __post_init__(self):  # a dict (a copy with another k, an ad-hoc pair) becomes the typed section
+        if not isinstance(self.speculative_config, Speculation):
+            object.__setattr__(self, "speculative_config", Speculation(self.speculative_config))
+
     @property
     def method(self) -> str:
-        return self.speculative_config["method"]
+        """vLLM's method name, to show; facts are looked up by `kind`."""
+        return self.speculative_config.method
+
+    @property
+    def kind(self) -> str:
+        return self.speculative_config.kind
 
     @property
     def num_speculative_tokens(self) -> int:
-        return int(self.speculative_config["num_speculative_tokens"])
+        return self.speculative_config.k
 
     @property
     def draft_model(self) -> str | None:
-        return self.speculative_config.get("model")
+        return self.speculative_config.draft_model
 
     @property
     def facts(self) -> MethodFacts:
-        """The method table's row for this preset (PARD is draft_model with parallel_drafting)."""
-        return facts_for(self.speculative_config)
+        """The method table's row for this preset's kind (PARD is draft_model with parallel_drafting)."""
+        return self.speculative_config.facts
 
     def model_refs(self) -> list[str]:
         return [self.target.model] + ([self.draft_model] if self.draft_model else [])

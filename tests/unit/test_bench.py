@@ -122,7 +122,7 @@ def test_draft_passes_follow_each_methods_cost_model():
 
     assert [draft_passes(m, 5) for m in ("ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp")] == [
         0, 0, 5, 5, 5, 5]
-    assert draft_passes("draft_model", 5, parallel_drafting=True) == 1
+    assert draft_passes("pard", 5) == 1  # by kind: PARD is draft_model with parallel_drafting
     assert preset_draft_passes({"method": "draft_model", "parallel_drafting": True}, 4) == 1
     assert preset_draft_passes(get_preset("smollm2-ngram").speculative_config, 4) == 0
 
@@ -155,7 +155,7 @@ def test_advice_names_the_term_that_eats_the_gain():
     from specplay.bench.passes import cost_sentence
 
     rows = [_pass_time_row(k=3, spec_step_s=0.16)]  # 3 passes cost 2.2 target steps: more than the gain
-    [a] = bench_advice.advise(rows, preset_k=3, method="draft_model", async_scheduling=True)
+    [a] = bench_advice.advise(rows, preset_k=3, kind="draft_model", async_scheduling=True)
     assert "the 3 draft passes cost 2.20 target steps (0.73 each), more than the 2.00 extra tokens" in a.sentence
     assert "drafting eats the whole gain" in a.sentence
     cheap = cost_sentence(BenchRow(workload="w", temperature=0.0, concurrency=1, k=2, draft_passes=0,
@@ -183,7 +183,7 @@ def test_advice_rule_levels():
 
 def test_advice_says_why_the_step_cost_beats_a_high_acceptance():
     rows = [_row(3, 1.9, 2.4, 1.26, 0.82), _row(5, 1.7, 2.9, 1.7, 0.80), _row(7, 1.4, 3.2, 2.3, 0.78)]
-    [a] = bench_advice.advise(rows, preset_k=5, method="draft_model", async_scheduling=False)
+    [a] = bench_advice.advise(rows, preset_k=5, kind="draft_model", async_scheduling=False)
     assert (a.rule, a.rule_k, a.best_k, a.agree) == ("raise", 7, 3, False)
     assert "80% of drafted tokens accepted at k=5 (above 70%)" in a.sentence
     assert "k=3 measured fastest (1.90×)" in a.sentence
@@ -192,11 +192,11 @@ def test_advice_says_why_the_step_cost_beats_a_high_acceptance():
 
 def test_advice_when_cheap_drafts_pay_despite_low_acceptance_and_when_they_agree():
     rows = [_row(2, 1.10, 1.12, 1.02, 0.30), _row(4, 1.18, 1.21, 1.03, 0.22)]
-    [a] = bench_advice.advise(rows, preset_k=4, method="ngram", async_scheduling=False)
+    [a] = bench_advice.advise(rows, preset_k=4, kind="ngram", async_scheduling=False)
     assert (a.rule, a.rule_k, a.best_k, a.agree) == ("lower", 3, 4, False)
     assert "almost free" in a.sentence and "n-gram" in a.sentence and "1.02× at k=2 to 1.03× at k=4" in a.sentence
     rows = [_row(3, 1.5, 1.9, 1.27, 0.40, workload="chat"), _row(5, 1.3, 2.1, 1.6, 0.35, workload="chat")]
-    [a] = bench_advice.advise(rows, preset_k=5, method="eagle", async_scheduling=True)
+    [a] = bench_advice.advise(rows, preset_k=5, kind="eagle", async_scheduling=True)
     assert a.agree and a.best_k == a.rule_k == 3 and "agree" in a.sentence
     [one] = bench_advice.advise([_row(4, 1.2, 1.3, 1.08, 0.6)], 4, "ngram", None)
     assert one.rule == "keep" and "only k=4 was measured" in one.sentence and "Caution" not in one.sentence
