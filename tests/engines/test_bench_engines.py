@@ -101,3 +101,26 @@ def test_bench_request_rate_sweep_speaks_vllm_bench_serve(ngram_pair, tmp_path, 
     assert len(result["rate_advice"]) == 1 and "speculation" in result["rate_advice"][0]["sentence"]
     assert "--dataset-name custom --dataset-path" in result["vllm_bench_serve"]["qa"]["speculative"]
     assert json.loads((out / "bench.json").read_text())["settings"]["request_rate"] == [4.0, "inf"]
+
+
+def test_context_buckets_and_per_position_drafted_counts_on_the_cpu(ngram_pair):
+    """smollm2-ngram, context buckets of 128 and 512 target tokens (issue 37, 5): a row per bucket whose
+    prompts the engines got at that length; vLLM reports how many steps drafted each position (issue 37, 6),
+    so per-position acceptance divides by those, never by more steps than drafted position 0."""
+    from specplay.core.hardware import detect
+
+    preset = get_preset("smollm2-ngram")
+    settings = BenchSettings(preset.name, n=1, k=(4,), max_tokens=24, context_lengths=(128, 512))
+    prompts = load_prompts(settings, preset)
+    for name, length in (("ctx-128", 128), ("ctx-512", 512)):  # as the engine tokenizes them
+        ids = ngram_pair.engines[SPECULATIVE].prompt_token_ids(prompts[name][0].request(max_tokens=24))
+        assert abs(len(ids) - length) <= 4
+    bench = BenchRun(ngram_pair, preset, settings, prompts, detect(), restore=False)
+    list(bench.run())
+    assert [r.workload for r in bench.rows] == ["ctx-128", "ctx-512"]
+    for r in bench.rows:
+        drafted = r.drafted_per_position
+        assert drafted is not None and len(drafted) == r.k and drafted[0] == r.num_drafts
+        assert list(drafted) == sorted(drafted, reverse=True) and sum(drafted) == r.num_draft_tokens
+        assert all(a <= d for a, d in zip(r.accepted_per_position, drafted))
+        assert all(s is None or 0 <= s <= 1 for s in r.accepted_shares())
