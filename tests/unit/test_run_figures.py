@@ -197,14 +197,15 @@ def test_a_step_without_a_draft_counts_and_a_cut_last_step_does_not_undercount()
 COMPARE_KEYS = {"identical", "first_divergence", "speedup", "tokens_per_step_ratio", "step_cost_ratio", "schedule",
                 "prompt_tokens", "baseline", "speculative", "preset", "load_seconds", "engines", "explanation",
                 "speedup_interval", "tokens_per_step_ratio_interval", "step_cost_ratio_interval", "verifier",
-                "verifier_exact"}
+                "verifier_exact", "verifier_why_different", "method_kind", "num_speculative_tokens"}
 ENGINE_KEYS = {"text", "token_ids", "ttft_s", "tokens_per_s", "steps", "steps_source", "step_sizes", "step_seconds",
                "tokens_per_step", "finish_reason"}
 SPEC_KEYS = ENGINE_KEYS | {"acceptance_rate", "mean_acceptance_length", "accepted_per_position", "drafted_per_position",
                            "num_drafts",
                            "num_draft_tokens", "num_accepted", "acceptance_source",
                            "speedup_per_acceptance_length", "efficiency",  # the old name, one more release
-                           "acceptance_histogram", "step_detail", "step_detail_note"}
+                           "acceptance_histogram", "step_detail", "step_detail_note",
+                           "step_detail_rejections_checked"}
 
 
 def test_compare_json_keys_and_values_are_pinned():
@@ -216,7 +217,7 @@ def test_compare_json_keys_and_values_are_pinned():
                           load_seconds={BASELINE: 1.0, SPECULATIVE: 2.0})
     out = json.loads(json.dumps(result.to_json()))
     assert set(out) == COMPARE_KEYS and set(out[BASELINE]) == ENGINE_KEYS and set(out[SPECULATIVE]) == SPEC_KEYS
-    assert (out["verifier"], out["verifier_exact"]) == ("standard", True)
+    assert (out["verifier"], out["verifier_exact"], out["verifier_why_different"]) == ("standard", True, None)
     assert {k: out[k] for k in ("identical", "first_divergence", "speedup", "tokens_per_step_ratio",
                                 "step_cost_ratio", "schedule", "prompt_tokens", "preset")} == {
         "identical": True, "first_divergence": None, "speedup": 2.667, "tokens_per_step_ratio": 2.6667,
@@ -242,5 +243,28 @@ def test_compare_json_keys_and_values_are_pinned():
 
     page = RunResult.of(c, "p", run_id="run-0", request=GenerationRequest(max_tokens=9, temperature=0.5)).to_json()
     # a preset given by name alone has no speculative config, so no verifier
-    assert set(page) == COMPARE_KEYS - {"load_seconds", "verifier", "verifier_exact"} | {"run_id", "request"}
+    assert set(page) == (COMPARE_KEYS - {"load_seconds", "verifier", "verifier_exact", "verifier_why_different",
+                                         "method_kind", "num_speculative_tokens"} | {"run_id", "request"})
     assert page["request"] == {"max_tokens": 9, "temperature": 0.5}
+
+
+def test_a_run_json_reads_back_into_the_same_run_and_a_bad_one_says_which_field():
+    """RunResult.from_json: what to_json writes reads back to the same JSON (every key, rounded the same);
+    anything else is refused naming its first bad field, before any reader sees it."""
+    from specplay.presets.catalog import get_preset
+
+    _, c = run_with_acceptance()
+    engines = {BASELINE: EngineInfo(async_scheduling=False), SPECULATIVE: EngineInfo(async_scheduling=False)}
+    result = RunResult.of(c, get_preset("smollm2-ngram"), device="cpu", engines=engines,
+                          load_seconds={BASELINE: 1.0, SPECULATIVE: 2.0}, run_id="run-3")
+    out = json.loads(json.dumps(result.to_json()))
+    back = RunResult.from_json(out)
+    assert back.to_json() == out and back.kind == "ngram" and back.k == 4 and back.verifier == "standard"
+    for bad, field in (({**out, "speedup": -1}, "speedup"), ({**out, "identical": "yes"}, "identical"),
+                       ({**out, "speculative": {**out["speculative"], "token_ids": [1, -2]}}, "speculative.token_ids.1"),
+                       ({**out, "baseline": {**out["baseline"], "token_ids": list(range(1 << 18))}}, "baseline.token_ids"),
+                       ({**out, "num_speculative_tokens": 10 ** 6}, "num_speculative_tokens")):
+        with pytest.raises(ValueError, match=f"run JSON: {field}"):
+            RunResult.from_json(bad)
+    with pytest.raises(ValueError, match="an object"):
+        RunResult.from_json([out])
