@@ -259,7 +259,7 @@ def test_serve_lines_name_hub_ids_and_say_what_is_local_or_shared():
     off = serve_commands(presets["smollm2-ngram"], CPU, per_request=False)
     assert "--per-request-spec-decode-metrics" not in off["speculative"]
     lines = serve_commands(presets["smollm2-ngram"], CPU, per_request=True)
-    assert "--per-request-spec-decode-metrics summary" in lines["speculative"]
+    assert "--per-request-spec-decode-metrics detailed" in lines["speculative"]
     assert "--per-request-spec-decode-metrics" not in lines["baseline"]
     assert "vllm serve HuggingFaceTB/SmolLM2-135M-Instruct " in lines["baseline"] and ".cache" not in lines["baseline"]
     skip = presets["smollm2-layerskip-draft"]
