@@ -126,6 +126,8 @@ def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, c
         parts += ["--request-rate", INF if math.isinf(rate_value(rate)) else f"{rate_value(rate):g}"]
     if concurrency is not None:
         parts += ["--max-concurrency", str(concurrency)]
+    if settings.get("goodput"):  # the SLOs as vLLM takes them: request_goodput in its result
+        parts += ["--goodput", *settings["goodput"]]
     return " ".join(shlex.quote(p) for p in parts)
 
 

@@ -26,7 +26,7 @@ from specplay.bench.latency import latency_figures, poisson_arrivals, rate_sente
 from specplay.bench import schedule
 from specplay.bench.passes import measured_prediction, preset_draft_passes
 from specplay.bench.report import SETTING_KEYS, BenchReport, BenchRow, Environment
-from specplay.bench.vllm_format import serving
+from specplay.bench.vllm_format import parse_goodput, serving
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings
@@ -58,6 +58,7 @@ class BenchSettings:
     dataset: str | None = None  # a shipped dataset's name or a file (bench.datasets): a workload per category
     dataset_name: str | None = None  # its format, vllm bench serve's --dataset-name (None: from the extension)
     context_lengths: tuple[int, ...] = ()  # prompt lengths in target tokens: a workload per bucket (bench.context)
+    goodput: tuple[str, ...] = ()  # vllm bench serve's --goodput SLOs, "ttft:500" (ms): request_goodput
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,10 @@ def check(settings: BenchSettings, preset: Preset) -> None:
     for a in settings.acceptance:
         if not 0 <= a <= 1:
             bad("acceptance", "a probability from 0 to 1", a)
+    try:
+        parse_goodput(settings.goodput)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
     limit = preset.target["max_model_len"] // 2
     if settings.max_tokens is not None and not 1 <= settings.max_tokens <= limit:
         bad("max tokens", f"1 to half of max_model_len ({limit})", settings.max_tokens)
@@ -213,7 +218,8 @@ def _ratio(a, b):
     return a / b if a is not None and b else None
 
 
-def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, passes: int | None = None) -> BenchRow:
+def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, passes: int | None = None,
+              goodput: dict[str, float] | None = None) -> BenchRow:
     """The row of one setting from its two BatchResults (baseline and speculative); `passes`: the draft
     passes of one speculative step (`passes.draft_passes`), for the prediction from measured times."""
     figs = {BASELINE: engine_figures(baseline), SPECULATIVE: engine_figures(speculative)}
@@ -249,7 +255,7 @@ def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, 
         drafted_per_position=c.drafted_per_position,
         acceptance_source=getattr(speculative, "counters_source", None), draft_passes=passes, **run_figures,
         tokens_baseline=b["tokens"], tokens_speculative=s["tokens"], engines=engines,
-        serving=serving(baseline, speculative))
+        serving=serving(baseline, speculative, goodput))
 
 
 # -- the run ------------------------------------------------------------------------------------------------
@@ -306,7 +312,8 @@ class BenchRun:
                         break
                     done += 1
                     row = bench_row(setting, baselines[key], spec, synthetic=is_synthetic(self.preset),
-                                    passes=preset_draft_passes(self.preset.speculative_config, setting.k))
+                                    passes=preset_draft_passes(self.preset.speculative_config, setting.k),
+                                    goodput=parse_goodput(self.settings.goodput))
                     self.rows.append(row)
                     yield Progress(done, plan.units, f"done: speculative {variant.label} · {where}", row=row)
             if self.restore and self._loaded != original:

@@ -54,6 +54,10 @@ def add_arguments(p) -> None:
     p.add_argument("--result-dir", "--out", dest="out", default=None,
                    help="results folder (default bench-results/<preset>-<UTC time>/)")
     p.add_argument("--no-png", action="store_true", help="write the charts as HTML only")
+    p.add_argument("--goodput", nargs="+", metavar="KEY:MS", default=None,
+                   help="service level objectives as vllm bench serve takes them, e.g. --goodput ttft:500 tpot:50 "
+                        "(KEY ttft, tpot or e2el; milliseconds): each row's serving figures get request_goodput, the "
+                        "requests a second that meet every one")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.add_argument("--save-preset", metavar="NAME", default=None,
                    help="with a k × --max-concurrency sweep: save the preset with the measured dynamic-k schedule "
@@ -91,6 +95,7 @@ def settings_from_args(args, preset_name: str | None = None):
         request_rate=_list("--request-rate", args.request_rate, parse_rate), seed=args.seed,
         dataset=args.dataset, dataset_name=args.dataset_name,
         context_lengths=_list("--context-lengths", args.context_lengths, int),
+        goodput=tuple(args.goodput or ()),
     )
 
 
@@ -157,13 +162,12 @@ def run_cli(args, pair=None) -> int:
     try:  # everything checkable is checked before the engines take minutes to start
         prompts = load_prompts(settings, preset)
         plan = make_plan(settings, preset, list(prompts))
-        if args.baseline_url and plan.restarts:
-            raise BenchError("k and acceptance: the speculative server runs what it was started with; sweep "
-                             "them with one server per setting, or on in-process engines")
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
     out = Path(args.out) if args.out else default_out(preset.name)
+    if args.baseline_url and plan.restarts:
+        return remote_sweep(preset, settings, plan, prompts, out)
     log(f"bench {preset.name}: {len(plan.settings)} rows ({', '.join(prompts)}; {len(plan.variants)} speculative "
         f"engine(s), {plan.restarts} restart(s)), {plan.baseline_batches + len(plan.settings)} batches; results in {out}")
     own = pair is None
@@ -193,6 +197,20 @@ def run_cli(args, pair=None) -> int:
                             png=not args.no_png, log=log)
     report(result, written, args.json)
     return save_schedule(args, preset, result) if args.save_preset else 130 if bench.cancelled else 0
+
+
+def remote_sweep(preset, settings, plan, prompts, out: Path) -> int:
+    """Remote mode can't sweep k (each server runs what it was started with): refused, with the `vllm bench
+    sweep serve` line that measures the same sweep with vLLM's own tool (bench.vllm_sweep) on stdout."""
+    from specplay.bench.prompts import named_workloads
+    from specplay.bench.vllm_sweep import sweep_serve
+
+    print("error: k and acceptance: the speculative server runs what it was started with; sweep them with one "
+          "server per setting, on in-process engines, or with vLLM's own sweep:", file=sys.stderr)
+    max_tokens = settings.max_tokens or preset.default_max_tokens
+    line = sweep_serve(preset, settings, plan.variants, max_tokens, named_workloads(settings, preset), out)
+    print(line or f"(no workload of {', '.join(prompts)} is a file vllm bench serve can read: give --workloads)")
+    return EXIT_BAD_SETTINGS
 
 
 def report(result, written: dict, as_json: bool) -> None:

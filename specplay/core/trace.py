@@ -32,6 +32,7 @@ class EngineTrace:
     verified_steps: int | None = None  # decode steps from the request's own counters (set_verified_steps)
     # per token, its top candidates ((text, logprob), ...) as the engine reported them; None per token not reported
     top_logprobs: list = field(default_factory=list)
+    prompt_tokens: int | None = None  # prompt length in tokens where a batch knows it (vllm bench serve: input_lens)
 
     def add(self, event: StepEvent) -> None:
         self.submitted_at = event.submitted_at

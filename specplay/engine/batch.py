@@ -56,7 +56,8 @@ class BatchRunner:
         engine = self.engines[role]
         before = engine.counters()
         # exact step counts, as in a comparison: the baseline's from its tokens, a request's from its counters
-        traces = [EngineTrace(role, count_steps_from=TOKENS if role == BASELINE else CHUNKS) for _ in requests]
+        traces = [EngineTrace(role, count_steps_from=TOKENS if role == BASELINE else CHUNKS, prompt_tokens=len(p))
+                  for p in ids]
         exact: list[SpecDecodeCounters | None] = [None] * len(requests)  # each request's own, if reported
         slots = asyncio.Semaphore(concurrency)  # FIFO: requests enter in order as earlier ones finish
 

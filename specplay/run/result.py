@@ -268,8 +268,10 @@ class RunResult:
             out["load_seconds"] = self.load_seconds
         out["engines"] = engines_json(self.engines)
         out["explanation"] = self.explanation
-        if self.verifier is not None:  # whether T=0 promises identical outputs (docs/cli.md)
-            out["verifier"], out["verifier_exact"] = self.verifier, verifier_named(self.verifier).exact
+        if self.verifier is not None:  # whether T=0 promises identical outputs, and why not (docs/cli.md)
+            verifier = verifier_named(self.verifier)
+            out["verifier"], out["verifier_exact"] = verifier.name, verifier.exact
+            out["verifier_why_different"] = verifier.why_different  # the text report's "Why: ..."; None if exact
         if self.kind is not None:
             out["method_kind"], out["num_speculative_tokens"] = self.kind, self.k
         return out
