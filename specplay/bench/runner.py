@@ -373,7 +373,8 @@ class BenchRun:
             advice=tuple(advise(self.rows, self.preset.num_speculative_tokens, self.preset.kind,
                                 spec_info.get("async_scheduling"))),
             rate_advice=tuple(rate_sentences(self.rows)),
-            dynamic_k=schedule.as_json(self.rows),  # num_speculative_tokens_per_batch_size from k × concurrency
+            # num_speculative_tokens_per_batch_size from k × concurrency, with the runner caveat for this kind
+            dynamic_k=schedule.as_json(self.rows, self.preset.kind),
             vllm_bench_serve=vllm_bench_commands(self.preset, self.settings, self.max_tokens,
                                                  named_workloads(self.settings, self.preset)),
             published=self.preset.published.model_dump() if getattr(self.preset, "published", None) else None,

