@@ -236,3 +236,37 @@ def test_the_hub_probe_asks_once_and_answers_both_ways(monkeypatch):
     finally:
         server.close()
         hub.forget()
+
+
+def test_the_page_serves_a_preset_file_and_runs_it(my_preset, tmp_path, monkeypatch):
+    """The page on a preset file (`app.py --preset-file`): the options' presets go to a real Gradio page (its
+    engines a FakePair: no engine start in the quick tier); the status names the file's preset, its serve
+    lines are the file's, and a run's result names it."""
+    import httpx
+
+    from specplay.page import closing, ui
+    from specplay.page import options as opts
+    from specplay.page.manager import PairManager
+    from tests.public_page_fixtures import _wait, by_elem_id, queued_call
+    from tests.ui_fixtures import FakePair, free_port, synthetic_events
+
+    monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
+    presets, initial, _ = opts.offered_presets(opts.resolve_options(opts.parse_args(["--preset-file", str(my_preset)])))
+    events = synthetic_events([1, 2, 3], [[1], [2, 3]])
+    manager = PairManager(presets, initial, pair_factory=lambda p, hw, log=print: FakePair(lambda r: events, p),
+                          log=lambda *a: None)
+    manager.load(initial)
+    assert _wait(lambda: manager.status().state == "ready", 30)
+    demo = ui.build_page(manager)
+    ui.launch(demo, "127.0.0.1", free_port(), block=False)
+    try:
+        url = demo.local_url.rstrip("/")
+        status = httpx.post(f"{url}/gradio_api/run/predict", timeout=300, json={
+            "data": [], "fn_index": next(i for i, fn in demo.fns.items() if fn.api_name == "status")}).json()
+        assert status["data"][0]["preset"] == "my-pair" and status["data"][0]["state"] == "ready"
+        run = next(i for i, fn in demo.fns.items() if fn.api_name == "run")
+        out = by_elem_id(demo, run, queued_call(url, run, ["hello", 3, 0.0, "sequential", None], "visitor"))
+        assert out["result"]["preset"] == "my-pair" and out["result"]["method_kind"] == "ngram"
+    finally:
+        closing.close(demo)
+        manager.shutdown()
