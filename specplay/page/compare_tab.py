@@ -26,8 +26,10 @@ from specplay.presets.engines import serve_texts
 
 # Page-only outputs of a run, after API_OUTPUTS: buttons, the stepper's and what-if's views and per-session
 # State aren't part of the API.
-RUN_OUTPUTS = (API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "run", "runs_btn") + STEPPER_OUTPUTS
-               + WHATIF_INPUTS + WHATIF_OUTPUTS)
+RUN_INPUTS = ("prompt", "max_tokens", "temperature", "schedule", "history")
+RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "run", "runs_btn")
+# What a finished run loads after its last frame (`wire_run_views`): the stepper and the what-if
+VIEW_OUTPUTS = STEPPER_OUTPUTS + tuple(n for n in WHATIF_INPUTS if n != "run") + WHATIF_OUTPUTS
 # What a failed run event sets back (its last frame never came)
 IDLE_BUTTONS = ("run_btn", "runs_btn", "stop_btn", "replay_btn")
 # What the status poll redraws on this tab when the engines' state or the preset changes.
@@ -163,7 +165,7 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
             pooled = isinstance(values.get("result"), dict) and "pooled" in values["result"]
             # a series' last frame: its run JSON rewritten beside the CSV, now with the pooled figures
             written = exports({**values, "history_file": csv}) if pooled and csv else exports(values)
-            yield tab.out({**run_views(values), **written})
+            yield tab.out({**values, **written})
 
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         session = session_id(request)
@@ -182,7 +184,7 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "runs_btn", "replay_btn"))
     # Run, or Shift+Enter in the prompt (Gradio submits a multi-line Textbox on Shift+Enter): one event
     ran = gr.on(
-        [tab["run_btn"].click, tab["prompt"].submit], run, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
+        [tab["run_btn"].click, tab["prompt"].submit], run, inputs=tab.list(RUN_INPUTS),
         outputs=tab.list(RUN_OUTPUTS), api_name="run", concurrency_limit=1, concurrency_id="engines",
         # "full": a waiting visitor sees "queue: 2/5 | 3.1s" on the badge until the run starts ("minimal"
         # draws that text invisibly on an HTML component in Gradio 6.31: seen in headless chromium)
@@ -191,13 +193,13 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     ran.then(replay, inputs=tab["run"], outputs=replay_outputs, api_visibility="private", concurrency_limit=None,
              show_progress="hidden")
     # "Run 3×": one queued event in the runs' group (the guard's one pending event a session covers it)
-    series = tab["runs_btn"].click(run_series, inputs=tab.list(("prompt", "max_tokens", "temperature", "schedule", "history")),
-                                   outputs=tab.list(RUN_OUTPUTS), api_name="run_series", concurrency_limit=1,
-                                   concurrency_id="engines", show_progress="full", show_progress_on=[tab["badge"]])
+    series = tab["runs_btn"].click(run_series, inputs=tab.list(RUN_INPUTS), outputs=tab.list(RUN_OUTPUTS),
+                                   api_name="run_series", concurrency_limit=1, concurrency_id="engines",
+                                   show_progress="full", show_progress_on=[tab["badge"]])
     wire_failed_runs(tab, place, (ran, series))
+    wire_run_views(tab, ran, series)
     tab["replay_btn"].click(replay, inputs=tab["run"], outputs=replay_outputs, api_visibility="private",
                             concurrency_limit=None, show_progress="hidden")
-
     _wire_share(tab, place)
 
     def stop(request: gr.Request):
@@ -208,12 +210,16 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
 
 
-def run_views(values: dict) -> dict:
-    """A run's frame, plus the stepper's and what-if's views once it sets the session's run (its last frame,
-    or a failure's: idle)."""
-    if "run" not in values:
-        return values
-    return {**values, **stepper_values(values["run"]), **whatif_values(values["run"])}
+def wire_run_views(tab: Section, *events) -> None:
+    """After a run event (a run, a series, a lesson step): the stepper and the what-if load the session's run
+    from its State on the server. Unqueued, writing no State; not part of the run's API outputs."""
+
+    def views(live):
+        return tab.out({**stepper_values(live), **whatif_values(live)})
+
+    for event in events:
+        event.then(views, inputs=tab["run"], outputs=tab.list(VIEW_OUTPUTS), api_visibility="private", queue=False,
+                   show_progress="hidden")
 
 
 def wire_failed_runs(tab: Section, place: RunPlace, events) -> None:

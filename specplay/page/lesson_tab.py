@@ -12,7 +12,7 @@ import gradio as gr
 
 from specplay.lesson.load import Lesson
 from specplay.page.compare_run import RunPlace, run_comparison
-from specplay.page.compare_tab import RUN_OUTPUTS, run_views, wire_failed_runs
+from specplay.page.compare_tab import RUN_OUTPUTS, wire_failed_runs, wire_run_views
 from specplay.page.live_run import exports
 from specplay.page.section import Section
 from specplay.page.session import session_id
@@ -180,12 +180,13 @@ def wire_lesson(tab: Section, compare: Section, tabs, place: RunPlace, lesson: L
     def run(index, schedule, history, answered, request: gr.Request):
         for values in run_step(place, lesson, switch, index, schedule, history, answered, session_id(request)):
             mine = {tab[k.split(":", 1)[1]]: v for k, v in values.items() if k.startswith("lesson:")}
-            yield {**compare.out(run_views({k: v for k, v in values.items() if not k.startswith("lesson:")})), **mine}
+            yield {**compare.out({k: v for k, v in values.items() if not k.startswith("lesson:")}), **mine}
 
     stepped = tab["run"].click(run, inputs=[tab["steps"], compare["schedule"], compare["history"], tab["answered"]],
                                outputs=compare.list(RUN_OUTPUTS) + tab.list(LESSON_OUTPUTS), api_name="lesson_step",
                                concurrency_limit=1, concurrency_id="engines", show_progress="hidden")
     wire_failed_runs(compare, place, (stepped,))  # its last frame lost: the Compare tab's buttons come back
+    wire_run_views(compare, stepped)
 
     def stop(request: gr.Request):
         place.registry.cancel(session_id(request))

@@ -68,6 +68,9 @@ class LiveRun:
     pieces: dict = field(default_factory=dict)
     step_floor_s: float | None = None  # the baseline step's bandwidth floor; found from the preset on a GPU
     _result: RunResult | None = field(default=None, init=False, repr=False)
+    # the finished run's views, each computed once (the stepper's decoded steps, the what-if's start): its
+    # slider and arrows read them here, on the server, and never recompute (decode) on a visitor's click
+    views: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.comparison = Comparison(decode=self.decoders.get(BASELINE),

@@ -23,7 +23,7 @@ from specplay.page.views import esc
 CONTEXT_CHARS = 400  # the text so far: its tail
 MAX_K = 16  # the presets' largest k
 IDLE = '<div class="stepper idle">After a run: step through the speculative engine\'s verification steps.</div>'
-STEPPER_OUTPUTS = ("st_step", "st_view", "st_run")
+STEPPER_OUTPUTS = ("st_step", "st_view")
 OWN_TOKEN = "the target's own token"
 
 
@@ -88,17 +88,24 @@ def run_from(result, pieces, decode=None) -> StepperRun | None:
                       detail.rejections_checked)
 
 
-def stepper_values(live) -> dict:
-    """The stepper's outputs for the session's finished run (a LiveRun; None: idle), at its first rejection."""
-    run = None
-    if live is not None and live.comparison.done:
+def stepper_of(live) -> StepperRun | None:
+    """The stepper's view of the session's finished run (a LiveRun; None: none), made once and kept on it."""
+    if live is None or not live.comparison.done:
+        return None
+    if "stepper" not in live.views:
         result = live.result()
         pieces = live.pieces[SPECULATIVE].update(list(result.speculative.token_ids))
-        run = run_from(result, pieces, live.decoders.get(SPECULATIVE))
+        live.views["stepper"] = run_from(result, pieces, live.decoders.get(SPECULATIVE))
+    return live.views["stepper"]
+
+
+def stepper_values(live) -> dict:
+    """The stepper's outputs for the session's finished run (a LiveRun; None: idle), at its first rejection."""
+    run = stepper_of(live)
     if run is None:
-        return {"st_run": None, "st_view": IDLE, "st_step": gr.update(maximum=2, value=1)}
+        return {"st_view": IDLE, "st_step": gr.update(maximum=2, value=1)}
     at = first_rejection(run) + 1
-    return {"st_run": run, "st_view": step_html(run, at), "st_step": gr.update(maximum=max(2, len(run.steps)), value=at)}
+    return {"st_view": step_html(run, at), "st_step": gr.update(maximum=max(2, len(run.steps)), value=at)}
 
 
 def first_rejection(run: StepperRun) -> int:
@@ -177,17 +184,21 @@ def stepper_panel(tab: Section) -> None:
                                          elem_id="st-step"))
             tab.add("st_next", gr.Button("step ▶", size="sm", scale=0, min_width=80, elem_id="st-next"))
         tab.add("st_view", gr.HTML(IDLE, elem_id="stepper-view"))
-    tab.add("st_run", gr.State(None))
 
 
 def wire_stepper(tab: Section) -> None:
-    """The slider and the arrows move the stepper over the session's run (loaded by the run's last frame:
-    `stepper_values`)."""
-    tab["st_step"].input(step_html, inputs=[tab["st_run"], tab["st_step"]], outputs=tab["st_view"],
+    """The slider and the arrows move the stepper over the session's run (the page's "run" State, a LiveRun
+    on the server; loaded after a run by `stepper_values`)."""
+
+    def show(live, index):
+        return step_html(stepper_of(live), index)
+
+    tab["st_step"].input(show, inputs=[tab["run"], tab["st_step"]], outputs=tab["st_view"],
                          api_visibility="private", show_progress="hidden", queue=False)
 
     def move(by: int):
-        def go(run, index):
+        def go(live, index):
+            run = stepper_of(live)
             if run is None:
                 return {tab["st_view"]: IDLE}
             i = _int(index, 1, 1, len(run.steps)) + by
@@ -196,5 +207,5 @@ def wire_stepper(tab: Section) -> None:
         return go
 
     for name, by in (("st_prev", -1), ("st_next", 1)):
-        tab[name].click(move(by), inputs=[tab["st_run"], tab["st_step"]], outputs=[tab["st_step"], tab["st_view"]],
+        tab[name].click(move(by), inputs=[tab["run"], tab["st_step"]], outputs=[tab["st_step"], tab["st_view"]],
                         api_visibility="private", show_progress="hidden", queue=False)

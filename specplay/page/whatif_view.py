@@ -21,7 +21,7 @@ from specplay.run import whatif
 K_SLIDER_MAX = whatif.K_MAX
 COST_SLIDER_MAX = 2.0
 MIN_VERIFY_COST = 0.05
-WHATIF_INPUTS = ("wi_alpha", "wi_k", "wi_cost", "wi_positions", "wi_start")
+WHATIF_INPUTS = ("wi_alpha", "wi_k", "wi_cost", "wi_positions", "run")  # "run": the compare tab's State
 WHATIF_OUTPUTS = ("wi_view", "wi_fig")
 IDLE = '<div class="whatif idle">After a run: what the standard model predicts for other acceptance, k and draft cost.</div>'
 
@@ -59,15 +59,24 @@ def start_from(result) -> Start | None:
                  (interval.low, interval.high) if interval is not None else None)
 
 
+def start_of(live) -> Start | None:
+    """The what-if's start for the session's finished run (a LiveRun; None: none), made once and kept on it."""
+    if live is None or not live.comparison.done:
+        return None
+    if "whatif" not in live.views:
+        live.views["whatif"] = start_from(live.result())
+    return live.views["whatif"]
+
+
 def whatif_values(live) -> dict:
     """The what-if's outputs for the session's finished run (a LiveRun; None: idle): sliders at its values."""
-    start = start_from(live.result()) if live is not None and live.comparison.done else None
+    start = start_of(live)
     if start is None:
-        return {"wi_start": None, "wi_view": IDLE}
+        return {"wi_view": IDLE}
     values = slider_values(start)
     m = start.measured
     p = predict(start, m.alpha, m.k, values["wi_cost"]["value"], False)
-    return {**values, "wi_start": start, "wi_view": view_html(start, p),
+    return {**values, "wi_view": view_html(start, p),
             "wi_fig": charts.whatif_figure(p["curve"], p["k"], (m.k, m.speedup))}
 
 
@@ -148,14 +157,14 @@ def whatif_panel(tab: Section) -> None:
             with gr.Column(scale=2, min_width=280):
                 tab.add("wi_fig", gr.Plot(charts.whatif_figure([], None, None), label="predicted speedup against k",
                                           elem_id="chart-whatif"))
-    tab.add("wi_start", gr.State(None))
 
 
 def wire_whatif(tab: Section) -> None:
     """Moving a slider redraws the prediction for the session's run (loaded by the run's last frame:
     `whatif_values`)."""
 
-    def redraw(alpha, k, cost, per_position, start):
+    def redraw(alpha, k, cost, per_position, live):
+        start = start_of(live)
         if start is None:
             return {tab["wi_view"]: IDLE}
         p = predict(start, alpha, k, cost, per_position)
