@@ -182,77 +182,48 @@ def _stop_unread(queue, event, messages) -> None:
         for other in job or ():
             if other.session_hash == event.session_hash:
                 other.alive = False  # Gradio's own mark for a client gone: the run's generator is closed
-def stateless(fn):
-    """Mark an unqueued handler that keeps nothing per session (the status poll): see `StatelessPolls`."""
-    fn.playground_stateless = True
-    return fn
-
-
-class StatelessPolls:
+class NoSessionFromUnqueued:
     """ASGI: Gradio makes (or revives) a session's state, a copy of the page's config, for every call that
     names a session, in a least-recently-used store of `session_capacity`: with more tabs open than that,
     each 1 Hz status poll evicted another tab's session (its history, its replay), and a client calling the
     stepper's or lesson's unqueued handlers under invented session names (~127 a second) evicted every real
     tab's. So an unqueued call (/run/predict) never makes a session: for a session Gradio doesn't keep, it
-    gets one blank state, shared and never stored (a blank of its own cost 7.5 ms a call). So no unqueued
-    handler may write a gr.State, and a `stateless` one (the status poll, called for kept sessions too) may
-    hold none: both checked at the first scope. Sessions are made by queued events only, which the queue's
-    limits bound."""
+    gets one blank state, shared and never stored (a blank of its own cost 7.5 ms a call), so no unqueued
+    handler may write a gr.State (checked at the first scope). Sessions are made by queued events only, which
+    the queue's limits bound."""
 
-    # per request: "poll" (a stateless handler), "unqueued" (any other /run/predict), or "" (queued, pages)
-    polling = contextvars.ContextVar("playground_polling", default="")
+    unqueued = contextvars.ContextVar("playground_unqueued", default=False)  # this request is a /run/predict
 
     def __init__(self, app, page):
-        self.app, self.page, self.indices = app, page, None
+        self.app, self.page, self.ready = app, page, False
 
     async def __call__(self, scope, receive, send):
-        if self.indices is None:
-            self.indices = _blank_for_polls(self.page, self.polling)
-        if scope["type"] != "http" or not scope.get("path", "").endswith("/run/predict"):
-            return await self.app(scope, receive, send)
-        body, more = b"", True
-        while more:  # an unqueued call's body: small (GuardMiddleware caps it before this)
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False) and message["type"] == "http.request"
-        try:
-            stateless_call = json.loads(body or b"{}").get("fn_index") in self.indices
-        except (ValueError, AttributeError):
-            stateless_call = False  # Gradio answers a bad body; it still makes no session
-        self.polling.set("poll" if stateless_call else "unqueued")
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        return await self.app(scope, replay, send)
+        if not self.ready:
+            _blank_for_unknown_sessions(self.page, self.unqueued)
+            self.ready = True
+        if scope["type"] == "http" and scope.get("path", "").endswith("/run/predict"):
+            self.unqueued.set(True)
+        return await self.app(scope, receive, send)
 
 
-def _blank_for_polls(page, polling) -> set:
+def _blank_for_unknown_sessions(page, unqueued) -> None:
     from gradio.state_holder import SessionState, StateHolder
 
-    indices = {i for i, fn in page.fns.items() if getattr(fn.fn, "playground_stateless", False)}
-    for i, fn in page.fns.items():
-        held = [*fn.inputs, *fn.outputs] if i in indices else fn.outputs if fn.queue is False else []
-        if any(type(b).__name__ == "State" for b in held):
+    for fn in page.fns.values():
+        if fn.queue is False and any(type(b).__name__ == "State" for b in fn.outputs):
             raise ValueError(f"an unqueued handler can't write a session's state: {fn.api_name or fn.name}")
 
     class Holder(StateHolder):
         blank = None
 
         def __getitem__(self, session_id):
-            if polling.get() and session_id not in self.session_data:
+            if unqueued.get() and session_id not in self.session_data:
                 if Holder.blank is None:
                     Holder.blank = SessionState(self.blocks)
                 return Holder.blank
             return super().__getitem__(session_id)
 
     page.state_holder.__class__ = Holder
-    return indices
 
 
 _SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*:", re.I)  # what starts a URL (http:, https:, ...)

@@ -21,7 +21,7 @@ from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
 from specplay.page.files import keep_clean, page_folder
 from specplay.page.guard import (LOOPBACK, GuardMiddleware, bound_unread, forwarded_env, limit_pending,
-                                 StatelessPolls, stateless)
+                                 NoSessionFromUnqueued)
 from specplay.page.lesson_tab import lesson_tab, wire_lesson
 from specplay.page.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
@@ -116,7 +116,6 @@ def _wire_status(demo: gr.Blocks, header: Section, compare: Section, manager: Pa
     # the last status drawn is held by the browser (a hidden Textbox, not a gr.State): a poll reads no session
     poll_key = gr.Textbox(visible="hidden", elem_id="poll-key")  # in the DOM, so its value goes with each poll
 
-    @stateless
     def poll(last_key):
         status = manager.status()
         key = repr(status.key)
@@ -187,7 +186,7 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware),
                                 Middleware(LoopMarker, page=demo),  # closing.close() needs the loop
-                                Middleware(StatelessPolls, page=demo)]  # no unqueued call makes a session
+                                Middleware(NoSessionFromUnqueued, page=demo)]  # no unqueued call makes a session
     # uvicorn reads which proxies' X-Forwarded-For it believes when Gradio makes its server, inside launch()
     before = os.environ.get(FORWARDED_ALLOW_IPS)
     os.environ[FORWARDED_ALLOW_IPS] = forwarded_env(settings.trusted_proxies)
