@@ -133,6 +133,11 @@ def supports_per_request_metrics(engine_args_cls) -> bool:
     return hasattr(engine_args_cls, PER_REQUEST_METRICS_ARG)
 
 
+# What a `vllm serve` line and `specplay launch` ask a server for (--per-request-spec-decode-metrics): each step's
+# drafted count too, so a remote bench divides per-position acceptance by the steps that drafted the position
+SERVER_PER_REQUEST_LEVEL = "detailed"
+
+
 def per_request_metrics_level(engine_args_cls) -> str:
     """"detailed" where this vLLM offers it (each step's drafted count too, so per-position acceptance can
     divide by the steps that drafted a position: n-gram drafts stop short of k), else "summary"."""

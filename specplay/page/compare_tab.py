@@ -20,7 +20,7 @@ from specplay.page.section import Section
 from specplay.page.session import session_id
 from specplay.page.share import NO_RUN, run_link
 from specplay.page.stepper import STEPPER_OUTPUTS, stepper_panel, stepper_values, wire_stepper
-from specplay.page.whatif_view import WHATIF_INPUTS, WHATIF_OUTPUTS, whatif_panel, whatif_values, wire_whatif
+from specplay.page.whatif_view import WHATIF_OUTPUTS, WHATIF_SLIDERS, whatif_panel, whatif_values, wire_whatif
 from specplay.presets.catalog import Preset
 from specplay.presets.engines import serve_texts
 
@@ -29,7 +29,7 @@ from specplay.presets.engines import serve_texts
 RUN_INPUTS = ("prompt", "max_tokens", "temperature", "schedule", "history")
 RUN_OUTPUTS = API_OUTPUTS + ("run_btn", "stop_btn", "replay_btn", "history", "run", "runs_btn")
 # What a finished run loads after its last frame (`wire_run_views`): the stepper and the what-if
-VIEW_OUTPUTS = STEPPER_OUTPUTS + tuple(n for n in WHATIF_INPUTS if n != "run") + WHATIF_OUTPUTS
+VIEW_OUTPUTS = STEPPER_OUTPUTS + WHATIF_SLIDERS + WHATIF_OUTPUTS
 # What a failed run event sets back (its last frame never came)
 IDLE_BUTTONS = ("run_btn", "runs_btn", "stop_btn", "replay_btn")
 # What the status poll redraws on this tab when the engines' state or the preset changes.

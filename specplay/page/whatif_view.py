@@ -21,7 +21,8 @@ from specplay.run import whatif
 K_SLIDER_MAX = whatif.K_MAX
 COST_SLIDER_MAX = 2.0
 MIN_VERIFY_COST = 0.05
-WHATIF_INPUTS = ("wi_alpha", "wi_k", "wi_cost", "wi_positions", "run")  # "run": the compare tab's State
+WHATIF_SLIDERS = ("wi_alpha", "wi_k", "wi_cost", "wi_positions")
+WHATIF_INPUTS = WHATIF_SLIDERS + ("run",)  # "run": the compare tab's State
 WHATIF_OUTPUTS = ("wi_view", "wi_fig")
 IDLE = '<div class="whatif idle">After a run: what the standard model predicts for other acceptance, k and draft cost.</div>'
 
@@ -171,6 +172,6 @@ def wire_whatif(tab: Section) -> None:
         return {tab["wi_view"]: view_html(start, p),
                 tab["wi_fig"]: charts.whatif_figure(p["curve"], p["k"], (start.measured.k, start.measured.speedup))}
 
-    for name in ("wi_alpha", "wi_k", "wi_cost", "wi_positions"):
+    for name in WHATIF_SLIDERS:
         tab[name].input(redraw, inputs=tab.list(WHATIF_INPUTS), outputs=tab.list(WHATIF_OUTPUTS),
                         api_visibility="private", show_progress="hidden", queue=False)

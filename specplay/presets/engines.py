@@ -151,9 +151,9 @@ def serve_command(preset: Preset, role: str, hardware: Hardware | None = None,
     if "model" in args.get("speculative_config", {}):
         args["speculative_config"]["model"] = serve_model(preset.speculative_config["model"])
     if role == SPECULATIVE and _per_request_flag(per_request):
-        # detailed: each step's drafted count too, so per-position acceptance divides by the steps that drafted
-        # a position (as `specplay launch` starts its servers)
-        args["per_request_spec_decode_metrics"] = "detailed"
+        from specplay.engine.probes import SERVER_PER_REQUEST_LEVEL
+
+        args["per_request_spec_decode_metrics"] = SERVER_PER_REQUEST_LEVEL
     parts = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + ["vllm", "serve", shlex.quote(model)]
     parts += [shlex.quote(arg) for arg in cli_flags(args)]
     parts += ["--port", str(BASELINE_PORT if role == BASELINE else SPECULATIVE_PORT)]

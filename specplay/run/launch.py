@@ -18,6 +18,7 @@ from pathlib import Path
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE
 from specplay.core.hardware import detect
 from specplay.core.paths import CACHE_DIR
+from specplay.engine.probes import SERVER_PER_REQUEST_LEVEL
 from specplay.engine.probes import per_request_metrics_supported as server_supports_per_request_metrics
 from specplay.presets.catalog import engine_settings
 from specplay.presets.engines import cli_flags, serve_model
@@ -111,7 +112,7 @@ def launch(preset, hardware=None, ports: dict | None = None, log=print, wait: bo
     # (imports, then its engine core's, then its worker's): two at once use both cores, about half the wait.
     together = hardware.device == "cpu"
     settings = dict(zip(ROLES, engine_settings(preset, hardware)))
-    per_request = "detailed" if server_supports_per_request_metrics() else None
+    per_request = SERVER_PER_REQUEST_LEVEL if server_supports_per_request_metrics() else None
     servers = LaunchedServers()
     LOG_DIR.mkdir(parents=True, exist_ok=True)
     try:
