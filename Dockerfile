@@ -76,7 +76,7 @@ EXPOSE 7860
 # retried 3 times with backoff before the app exits non-zero); dead on "error" or no answer. The engines take
 # minutes to start on a small CPU, hence the start period; 6 retries 30 s apart outlast a switch's reload.
 HEALTHCHECK --interval=30s --timeout=10s --start-period=600s --retries=6 \
-    CMD ["python3", "-m", "specplay.page.health", "http://127.0.0.1:7860/health"]
+    CMD ["python3", "-m", "specplay.hosting.health", "http://127.0.0.1:7860/health"]
 # tini as PID 1: SIGTERM reaches the app (which shuts both engines down), and orphans are reaped
 ENTRYPOINT ["tini", "--"]
 CMD ["python3", "app.py", "--host", "0.0.0.0", "--port", "7860"]

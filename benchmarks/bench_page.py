@@ -114,8 +114,9 @@ def page_on(preset, hardware):
     both engines are ready (PageLoadError if they fail to load); page and engines closed on the way out."""
     from gradio_client import Client
 
-    from specplay.page import closing, ui
-    from specplay.page.manager import PairManager
+    from specplay.page import ui
+    from specplay.hosting import closing
+    from specplay.hosting.manager import PairManager
 
     manager = PairManager({preset.name: preset}, preset.name, hardware)
     manager.load(preset.name)

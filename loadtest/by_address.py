@@ -43,7 +43,7 @@ def run_test(args, app, report: dict) -> None:
 
 def crowd(args, url: str, prompts: list[str], solo: dict, n_addresses: int, app_pid: int) -> dict:
     """One crowd from `n_addresses` addresses, followed to the end (refused visitors retrying)."""
-    from specplay.page.guard import ADDRESS_FULL, ADDRESS_PENDING
+    from specplay.hosting.guard import ADDRESS_FULL, ADDRESS_PENDING
 
     visitors = scenarios.AddressVisitors(url, prompts, args.max_tokens, n_addresses, args.schedule,
                                          retry_s=args.retry_s)

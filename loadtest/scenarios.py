@@ -3,7 +3,7 @@ side. The page is started with `--trusted-proxies 127.0.0.1`, so this machine st
 operator trusts, and each visitor's X-Forwarded-For is the address the page counts it under:
 
 - one address for all (a training room behind one NAT): a few runs pending per address
-  (`specplay.page.guard.ADDRESS_PENDING`), every other Run refused at once with the page's message; a
+  (`specplay.hosting.guard.ADDRESS_PENDING`), every other Run refused at once with the page's message; a
   refused visitor presses Run again `retry_s` later, until its run is served;
 - an address each: every Run accepted into the queue and served in order.
 

@@ -19,7 +19,7 @@ def _wait(predicate, timeout=10.0):
 
 
 def _manager(factory=None, **kwargs):
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
 
     events = synthetic_events([1, 2, 3], [[1], [2, 3]])
     factory = factory or (lambda p, hw, log=print: FakePair(lambda r: events, p))
@@ -72,7 +72,8 @@ def fake_page(tmp_path, monkeypatch, make_pair):
     fixture): yields the demo and its URL, closes both after."""
     from types import SimpleNamespace
 
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")

@@ -59,7 +59,7 @@ class LaunchCommand(CLISubcommand):
                 return _wait(servers)
             else:  # the page in its own process (the CLI and the page are separate layers)
                 pids = ",".join(str(servers.processes[r].pid) for r in (BASELINE, SPECULATIVE))
-                subprocess.run([sys.executable, "-m", "specplay.page.server", *same_pair, *urls,
+                subprocess.run([sys.executable, "-m", "specplay.page.entry", *same_pair, *urls,
                                 "--server-pids", pids, "--host", args.host, "--port", str(args.port)])
         except KeyboardInterrupt:
             pass

@@ -18,11 +18,11 @@ from specplay.page import views
 from specplay.bench.runner import BenchError, BenchRun, is_synthetic, load_prompts
 from specplay.bench.charts import figures as bench_figures
 from specplay.bench.outputs import write_results
-from specplay.page.cancel import CancelRegistry
-from specplay.page.files import clean_old, session_token
-from specplay.page.settings import PageSettings, scrub
+from specplay.hosting.cancel import CancelRegistry
+from specplay.hosting.files import clean_old, session_token
+from specplay.hosting.settings import PageSettings, scrub
 from specplay.page.section import Section
-from specplay.page.session import session_id
+from specplay.hosting.session import session_id
 from specplay.bench.workloads import WORKLOADS
 
 INTRO = ("### Where speculation pays\nThe loaded preset, measured over workloads × k × temperature × "

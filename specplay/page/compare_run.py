@@ -17,15 +17,15 @@ import gradio as gr
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE, RunFinished
 from specplay.engine.base import PromptError
 from specplay.page import views
-from specplay.page.cancel import CancelRegistry
+from specplay.hosting.cancel import CancelRegistry
 from specplay.page import charts
 from specplay.page.charts import history_table
 from specplay.page.inputs import InputError, build_request, check_schedule, max_tokens_limit
 from specplay.page.live_run import UPDATE_HZ, ChartClock, LiveRun
-from specplay.page.manager import PairManager
-from specplay.page.files import clean_old, drop_served_copies
-from specplay.page.session import ANONYMOUS, session_stem
-from specplay.page.settings import PageSettings, scrub
+from specplay.hosting.manager import PairManager
+from specplay.hosting.files import clean_old, drop_served_copies
+from specplay.hosting.session import ANONYMOUS, session_stem
+from specplay.hosting.settings import PageSettings, scrub
 from specplay.run.noise import pooled_runs
 
 MAX_RUNS = 3  # "Run 3×": the most runs one queued event makes

@@ -10,14 +10,14 @@ import gradio as gr
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.page import views
 from specplay.page.charts import history_table
-from specplay.page.files import hide_session_files
+from specplay.hosting.files import hide_session_files
 from specplay.page.compare_run import MAX_RUNS, RunPlace, compare_series, replay_run, run_comparison
 from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
                                   TOKEN_EXAMPLES, max_tokens_limit, token_examples, workload_examples)
 from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exports
-from specplay.page.manager import ManagerStatus, PairManager
+from specplay.hosting.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
-from specplay.page.session import session_id
+from specplay.hosting.session import session_id
 from specplay.page.share import NO_RUN, run_link
 from specplay.page.stepper import STEPPER_OUTPUTS, stepper_panel, stepper_values, wire_stepper
 from specplay.page.whatif_view import WHATIF_OUTPUTS, WHATIF_SLIDERS, whatif_panel, whatif_values, wire_whatif

@@ -15,7 +15,7 @@ from specplay.page.compare_run import RunPlace, run_comparison
 from specplay.page.compare_tab import RUN_OUTPUTS, wire_failed_runs, wire_run_views
 from specplay.page.live_run import exports
 from specplay.page.section import Section
-from specplay.page.session import session_id
+from specplay.hosting.session import session_id
 from specplay.page.views import badge_html, esc, esc_message
 
 LOAD_WAIT_S = 900.0  # a step's preset loading (2-4 minutes on 2 CPU cores): then the step gives up

@@ -14,18 +14,18 @@ import gradio as gr
 from specplay.core.paths import BUNDLED_MODELS_DIR, MODELS_DIR, PAGE_DIR, PROJECT_ROOT
 from specplay.page import views
 from specplay.page.bench_tab import bench_tab
-from specplay.page.cancel import CancelRegistry
-from specplay.page.closing import LoopMarker
+from specplay.hosting.cancel import CancelRegistry
+from specplay.hosting.closing import LoopMarker
 from specplay.page.css import ESC_STOPS_JS
 from specplay.page.compare_run import RunPlace
 from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update, wire_compare
-from specplay.page.files import keep_clean, page_folder
-from specplay.page.guard import (LOOPBACK, GuardMiddleware, bound_unread, forwarded_env, limit_pending,
-                                 NoSessionFromUnqueued)
+from specplay.hosting.files import keep_clean, page_folder
+from specplay.hosting import gradio_internals
+from specplay.hosting.guard import LOOPBACK, GuardMiddleware, forwarded_env
 from specplay.page.lesson_tab import lesson_tab, wire_lesson
-from specplay.page.manager import PairManager, PresetNotAllowed
+from specplay.hosting.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
-from specplay.page.settings import PageSettings, scrub, scrub_paths
+from specplay.hosting.settings import PageSettings, scrub, scrub_paths
 from specplay.presets.catalog import Preset, availability, dtype_for, where_it_pays
 
 HEADER_OUTPUTS = ("status", "preset", "preset_info")
@@ -180,13 +180,14 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     # api_open=False: a direct POST to a queued route is refused, so every run waits its turn in the queue
     demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
     # one pending event per session in each queue group, a few per client address; unread streams stopped
-    limit_pending(demo._queue, local=host in LOOPBACK and not share)
-    bound_unread(demo._queue)
+    gradio_internals.check(demo._queue)  # a Gradio without what the limits hook into stops here, named
+    gradio_internals.limit_pending(demo._queue, local=host in LOOPBACK and not share)
+    gradio_internals.bound_unread(demo._queue)
     app_kwargs = dict(app_kwargs or {})
     # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware),
                                 Middleware(LoopMarker, page=demo),  # closing.close() needs the loop
-                                Middleware(NoSessionFromUnqueued, page=demo)]  # no unqueued call makes a session
+                                Middleware(gradio_internals.NoSessionFromUnqueued, page=demo)]  # no unqueued call makes a session
     # uvicorn reads which proxies' X-Forwarded-For it believes when Gradio makes its server, inside launch()
     before = os.environ.get(FORWARDED_ALLOW_IPS)
     os.environ[FORWARDED_ALLOW_IPS] = forwarded_env(settings.trusted_proxies)

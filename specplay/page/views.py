@@ -13,7 +13,7 @@ from typing import Callable
 from specplay.run.comparison import Comparison, divergence_candidates
 from specplay.core.events import BASELINE, ENGINE_DELTA, PER_REQUEST, SPECULATIVE
 from specplay.page.css import CSS  # noqa: F401  (the page's stylesheet: ui.py passes views.CSS)
-from specplay.page.settings import scrub
+from specplay.hosting.settings import scrub
 from specplay.presets.verifiers import Verifier, verifier_named
 
 PREFILL_COLOR = "#c7d2fe"

@@ -12,8 +12,8 @@ import urllib.request
 
 import pytest
 
-from specplay.page.health import HEALTH_PATH, add_health_route, health_response, health_route
-from specplay.page.manager import ManagerStatus
+from specplay.hosting.health import HEALTH_PATH, add_health_route, health_response, health_route
+from specplay.hosting.manager import ManagerStatus
 from specplay.core.paths import PROJECT_ROOT
 
 DOCKERFILE = PROJECT_ROOT / "Dockerfile"
@@ -91,7 +91,7 @@ def test_healthcheck_outlasts_a_reload_and_counts_recovering_alive():
     retries = int(re.search(r"--retries=(\d+)", check).group(1))
     assert interval * retries >= 163  # a CPU reload takes 137-163 s: failing checks must not outlast it...
     cmd = json.loads(check.split("CMD", 1)[1])
-    assert cmd[:3] == ["python3", "-m", "specplay.page.health"]  # ...and /health's "recovering" counts alive
+    assert cmd[:3] == ["python3", "-m", "specplay.hosting.health"]  # ...and /health's "recovering" counts alive
 
 
 def test_tini_is_pid_1_on_both_images():
@@ -240,7 +240,7 @@ def test_health_route_given_to_gradio_when_it_creates_the_app():
 
 
 def test_health_follows_a_real_pair_manager_from_loading_to_ready():
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
     from specplay.presets.catalog import get_preset
     from tests.ui_fixtures import FakePair
 

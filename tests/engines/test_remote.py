@@ -164,7 +164,7 @@ def test_launch_prints_the_curl_lines_and_the_page_command(remote_servers):
 
 
 def test_the_page_in_remote_mode_runs_on_the_servers(remote_servers):
-    """The page `launch` started (`specplay.page.server --baseline-url ... --speculative-url ...`, what
+    """The page `launch` started (`specplay.page.entry --baseline-url ... --speculative-url ...`, what
     app.py runs with those options): no engines of its own, the run on the two servers, identical, acceptance
     per request; visitors can't switch presets there."""
     from gradio_client import Client

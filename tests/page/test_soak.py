@@ -18,7 +18,7 @@ PLAN = soak.Plan(runs=50, visitors=3, max_tokens=12, interrupted_tokens=128, sam
 
 
 def test_soak_50_runs_keeps_memory_files_and_temp_folder_bounded(app):
-    from specplay.page.session import session_stem
+    from specplay.hosting.session import session_stem
 
     sampler = soak.Sampler(app.proc.pid, [PAGE_DIR], app.tmp_dir)
     run = soak.Soak(app.url, PLAN, sampler, stop_by=time.time() + 600)

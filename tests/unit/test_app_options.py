@@ -38,7 +38,7 @@ def test_rss_sampler_sums_processes_and_keeps_series():
 
 
 def test_pair_manager_loads_in_background_and_refuses_other_presets():
-    from specplay.page.manager import PairManager, PresetNotAllowed
+    from specplay.hosting.manager import PairManager, PresetNotAllowed
 
     preset = get_preset("smollm2-ngram")
     manager = PairManager({preset.name: preset}, preset.name,
@@ -62,18 +62,18 @@ def test_app_help_is_light():
     assert out.returncode == 0
     for option in ("--presets", "--preset", "--config", "--host", "--port", "--share", "--auth"):
         assert option in out.stdout
-    probe = subprocess.run([sys.executable, "-c", "from specplay.page import options; options.parse_args(['--help'])"],
+    probe = subprocess.run([sys.executable, "-c", "from specplay.hosting import options; options.parse_args(['--help'])"],
                            cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert probe.returncode == 0
     # the main module as vLLM's engine processes re-import it, and the options and entry point: all light
-    heavy = subprocess.run([sys.executable, "-c", "import sys, app, specplay.page.options, specplay.page.server; "
+    heavy = subprocess.run([sys.executable, "-c", "import sys, app, specplay.hosting.options, specplay.hosting.server, specplay.page.entry; "
                             "print(sorted(m for m in ('vllm', 'torch', 'gradio') if m in sys.modules))"], cwd=ROOT,
                            capture_output=True, text=True, timeout=30)
     assert heavy.stdout.strip() == "[]", heavy.stderr
 
 
 def test_app_options_from_config_and_flags(tmp_path, monkeypatch):
-    from specplay.page import options as opts
+    from specplay.hosting import options as opts
 
     config = tmp_path / "page.yaml"
     config.write_text("presets: [smollm2-ngram, smollm2-self-draft]\nport: 9000\nauth: a:b\n")
@@ -92,7 +92,7 @@ def test_app_options_from_config_and_flags(tmp_path, monkeypatch):
 
 
 def test_operator_settings_keep_switching_to_a_page_served_to_this_machine(capsys):
-    from specplay.page.options import DEFAULTS, settings_from_options
+    from specplay.hosting.options import DEFAULTS, settings_from_options
 
     assert settings_from_options(dict(DEFAULTS)).allow_switching is True  # 127.0.0.1
     public = settings_from_options({**DEFAULTS, "host": "0.0.0.0", "max_run_seconds": 60, "queue_size": 4})
@@ -111,7 +111,7 @@ def test_app_py_only_wires_the_entry_point():
     assert len(guard) == 1 and "__main__" in ast.unparse(guard[0].test)  # vLLM re-imports the main module
 
 
-@pytest.mark.parametrize("entry", [["app.py"], ["-c", "from specplay.page.server import main; main()"]])
+@pytest.mark.parametrize("entry", [["app.py"], ["-c", "from specplay.page.entry import main; main()"]])
 def test_a_refused_option_ends_the_entry_point_with_its_message_and_status_1(entry):
     out = subprocess.run([sys.executable, *entry, "--auth", "nopassword"], cwd=ROOT, capture_output=True,
                          text=True, timeout=30)
@@ -119,7 +119,7 @@ def test_a_refused_option_ends_the_entry_point_with_its_message_and_status_1(ent
 
 
 def test_gradios_server_name_and_port_are_honoured_and_flags_win(monkeypatch):
-    from specplay.page.options import parse_args, resolve_options
+    from specplay.hosting.options import parse_args, resolve_options
 
     monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
     monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")

@@ -14,8 +14,8 @@ def test_page_has_a_bench_tab_that_declines_while_a_comparison_holds_the_engines
     from specplay.page import ui
 
     from specplay.page import bench_tab as ui_bench
-    from specplay.page.cancel import CancelRegistry
-    from specplay.page.manager import PairManager
+    from specplay.hosting.cancel import CancelRegistry
+    from specplay.hosting.manager import PairManager
     from tests.ui_fixtures import FakePair
 
     preset = get_preset("smollm2-ngram")
@@ -47,8 +47,8 @@ def test_the_page_bench_runs_to_its_end_and_releases_the_engines(tmp_path):
     from types import SimpleNamespace
 
     from specplay.page import bench_tab
-    from specplay.page.cancel import CancelRegistry
-    from specplay.page.session import session_stem
+    from specplay.hosting.cancel import CancelRegistry
+    from specplay.hosting.session import session_stem
 
     preset = get_preset("smollm2-ngram")  # k=4, n-gram: no draft pass
     pair = RecordingPair(preset)
@@ -84,10 +84,11 @@ def test_a_sessions_bench_files_are_served_under_a_name_nothing_shown_gives_away
 
     import httpx
 
-    from specplay.page import bench_tab, closing, ui
-    from specplay.page.cancel import CancelRegistry
-    from specplay.page.manager import PairManager
-    from specplay.page.session import session_stem
+    from specplay.page import bench_tab, ui
+    from specplay.hosting import closing
+    from specplay.hosting.cancel import CancelRegistry
+    from specplay.hosting.manager import PairManager
+    from specplay.hosting.session import session_stem
     from tests.ui_fixtures import FakePair, free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")

@@ -64,7 +64,7 @@ def test_an_unknown_layout_is_refused_by_name(monkeypatch):
 
 
 def test_the_app_takes_the_layout_from_its_flag_over_the_environment(monkeypatch):
-    from specplay.page.options import parse_args, resolve_options
+    from specplay.hosting.options import parse_args, resolve_options
 
     monkeypatch.setenv(CORE_LAYOUT_ENV, "off")
     assert resolve_options(parse_args([]))["core_layout"] == "off"

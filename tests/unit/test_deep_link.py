@@ -46,7 +46,7 @@ def shown(page, link: str) -> tuple[dict, dict]:
 
 
 def test_a_link_to_a_run_shows_that_run_to_a_new_session_and_nothing_private(page):
-    from specplay.page.session import session_stem
+    from specplay.hosting.session import session_stem
 
     ran = call(page, "run", ["hello", 3, 0.0, "concurrent", None], "alice-session-hash")
     assert "quartz" in ran["speculative-pane"] and ran["history-csv"]

@@ -62,13 +62,14 @@ def importers(library: str) -> set[str]:
 
 
 def only_import_claims() -> list[tuple[str, str, str]]:
-    """(doc, what it names, library) for each "`X` (… the only Gradio import" in the docs."""
+    """(doc, what it names, library) for each "`X` (… the only Gradio import" (or "`X/` and `Y/` (… the
+    only Gradio imports") in the docs; two folders are named as "X/+Y/"."""
     claims = []
     for doc in DOCS:
         text = " ".join(doc.read_text().split())
-        for where, library in re.findall(r"`(?:specplay/)?([\w/]+(?:\.py|/))`[^`|]{0,60}?the only (\w+) import",
-                                          text):
-            claims.append((doc.relative_to(ROOT).as_posix(), where, library))
+        for where, also, library in re.findall(r"`(?:specplay/)?([\w/]+(?:\.py|/))`(?: and `(?:specplay/)?([\w/]+/)`)?"
+                                               r"[^`|]{0,60}?the only (\w+) imports?", text):
+            claims.append((doc.relative_to(ROOT).as_posix(), f"{where}+{also}" if also else where, library))
     return claims
 
 
@@ -78,8 +79,9 @@ def test_only_import_claims_are_true():
     wrong = []
     for doc, where, library in claims:
         users = importers(LIBRARIES[library.lower()])
-        if where.endswith("/"):  # a folder: every importer inside it
-            outside = sorted(u for u in users if not u.startswith(where.removeprefix("specplay/")))
+        if where.endswith("/"):  # a folder (or two): every importer inside it
+            folders = tuple(w.removeprefix("specplay/") for w in where.split("+"))
+            outside = sorted(u for u in users if not u.startswith(folders))
             if outside:
                 wrong.append(f"{doc}: {where} is the only {library} import, but {outside} import it too")
         else:

@@ -78,7 +78,7 @@ def test_a_switch_with_a_dead_baseline_starts_a_new_pair():
 def manager(monkeypatch):
     """A page's PairManager whose pairs are RepairablePairs; `manager.opened` lists every pair it opened."""
     import specplay.run.pairs as pairs
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
 
     opened = []
 

@@ -19,8 +19,9 @@ from tests.ui_fixtures import FakePair, synthetic_events
 def page_with(tmp_path, monkeypatch):
     """A page factory (settings → page); each page's engines are held by the test until it lets them go, so
     no run finishes (and frees a place) while the joins are counted."""
-    from specplay.page import closing, guard, ui
-    from specplay.page.settings import PageSettings
+    from specplay.page import ui
+    from specplay.hosting import closing, guard
+    from specplay.hosting.settings import PageSettings
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
@@ -58,7 +59,7 @@ def random_address(rng) -> str:
 
 
 def test_33_joins_from_one_peer_with_invented_addresses_and_sessions_get_the_per_address_few(page_with):
-    from specplay.page.guard import ADDRESS_PENDING
+    from specplay.hosting.guard import ADDRESS_PENDING
 
     page = page_with()  # no trusted proxies: X-Forwarded-For is the client's say, not believed
     rng = random.Random(32)
@@ -67,7 +68,7 @@ def test_33_joins_from_one_peer_with_invented_addresses_and_sessions_get_the_per
 
 
 def test_behind_a_trusted_proxy_the_rightmost_untrusted_hop_is_the_address(page_with):
-    from specplay.page.guard import ADDRESS_PENDING
+    from specplay.hosting.guard import ADDRESS_PENDING
 
     page = page_with(trusted_proxies=("127.0.0.1", "10.0.0.0/8"))
     nat = "198.51.100.7"  # a training room: one address, several trainees
@@ -81,7 +82,7 @@ def test_behind_a_trusted_proxy_the_rightmost_untrusted_hop_is_the_address(page_
 
 
 def test_the_trusted_proxies_option_env_and_defaults():
-    from specplay.page.options import DEFAULTS, parse_args, resolve_options, settings_from_options
+    from specplay.hosting.options import DEFAULTS, parse_args, resolve_options, settings_from_options
 
     assert settings_from_options(resolve_options(parse_args([]))).trusted_proxies == ()
     args = parse_args(["--trusted-proxies", "127.0.0.1, 10.0.0.0/8"])
@@ -98,7 +99,7 @@ def test_the_trusted_proxies_option_env_and_defaults():
 
 
 def test_a_direct_local_client_is_exempt_only_on_a_page_served_to_this_machine():
-    from specplay.page.guard import _address
+    from specplay.hosting.guard import counted_address as _address
 
     def request(host, forwarded=None):
         return SimpleNamespace(client=SimpleNamespace(host=host),
@@ -113,7 +114,7 @@ def test_a_direct_local_client_is_exempt_only_on_a_page_served_to_this_machine()
 def test_an_ipv6_64_is_one_address_and_ipv4_counts_once_in_either_spelling(page_with):
     """Issue 36, 6: addresses were compared as strings, so one IPv6 /64 (a single customer's, 2^64 addresses)
     queued a run per address, and 198.51.100.7 and ::ffff:198.51.100.7 counted as two."""
-    from specplay.page.guard import ADDRESS_PENDING, address_key
+    from specplay.hosting.guard import ADDRESS_PENDING, address_key
 
     assert address_key("::ffff:198.51.100.7") == address_key("198.51.100.7") == "198.51.100.7"
     assert address_key("2001:db8:1:2::a") == address_key("2001:db8:1:2:ffff::1") == "2001:db8:1:2::/64"
@@ -131,7 +132,7 @@ def test_on_a_space_the_platforms_proxy_is_trusted_so_one_visitor_cannot_block_t
     """Issue 36, 2: on a Hugging Face Space every visitor's peer is the platform's proxy; untrusted, they all
     shared its 3 places (one visitor's 3 tabs: 0 of 10 others accepted). The Space sets SPACE_ID, and the page
     then trusts the private ranges the proxy comes from; here 127.0.0.1 stands in for the proxy's peer."""
-    from specplay.page.options import SPACE_PROXIES, parse_args, resolve_options
+    from specplay.hosting.options import SPACE_PROXIES, parse_args, resolve_options
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SPACE_ID", "someone/speculative-playground")

@@ -41,7 +41,8 @@ def test_an_ad_hoc_models_server_path_is_not_shown_to_visitors(tmp_path):
 
 
 def test_page_files_are_aged_out_at_start_and_on_a_timer(tmp_path, monkeypatch):
-    from specplay.page import files, ui
+    from specplay.page import ui
+    from specplay.hosting import files
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
     history = tmp_path / "page" / "history"

@@ -15,7 +15,8 @@ from tests.ui_fixtures import FakePair, synthetic_events
 
 @pytest.fixture
 def page(tmp_path, monkeypatch):
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
@@ -59,7 +60,7 @@ def test_file_links_that_are_urls_are_refused_and_the_pages_own_files_served(pag
 def test_a_sessions_files_are_served_under_a_name_nothing_shown_gives_away(page):
     """The files were named after the session's stem, which is also its prefix-cache salt (the run JSON
     showed it as request.cache_salt): whoever saw it could fetch that session's latest history."""
-    from specplay.page.session import session_stem
+    from specplay.hosting.session import session_stem
 
     out = run_once(page, "s1")
     stem = session_stem("s1")

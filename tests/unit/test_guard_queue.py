@@ -23,7 +23,8 @@ def _events_for(request):
 
 @pytest.fixture
 def page(tmp_path, monkeypatch):
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
@@ -91,8 +92,9 @@ def test_a_group_added_later_is_under_the_limit_without_being_listed(tmp_path, m
 
     import gradio as gr
 
-    from specplay.page import closing, ui
-    from specplay.page.guard import queued_groups
+    from specplay.page import ui
+    from specplay.hosting import closing
+    from specplay.hosting.gradio_internals import queued_groups
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")

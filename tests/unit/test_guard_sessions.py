@@ -23,8 +23,9 @@ def _run(url, index, session) -> list:
 
 
 def test_polls_from_more_tabs_than_the_page_keeps_evict_no_visitors_session(tmp_path, monkeypatch):
-    from specplay.page import closing, ui
-    from specplay.page.settings import PageSettings
+    from specplay.page import ui
+    from specplay.hosting import closing
+    from specplay.hosting.settings import PageSettings
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
@@ -70,8 +71,9 @@ def test_forged_posts_and_invented_sessions_leave_the_honest_visitor_served(tmp_
     import threading
     import time
 
-    from specplay.page import closing, ui
-    from specplay.page.settings import PageSettings
+    from specplay.page import ui
+    from specplay.hosting import closing
+    from specplay.hosting.settings import PageSettings
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")

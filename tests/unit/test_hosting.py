@@ -15,7 +15,7 @@ from tests.ui_fixtures import FakePair, synthetic_events
 
 # -- hosting: what a visitor can and can't do ----------------------------------------------------------------
 def _ready_manager(*names):
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
 
     presets = {n: get_preset(n) for n in names}
     events = synthetic_events([1, 2, 3], [[1], [2, 3]])
@@ -28,7 +28,7 @@ def _ready_manager(*names):
 
 
 def test_visitors_switch_presets_only_where_the_operator_allows_it():
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
     from specplay.page.ui import switch_refusal
 
     manager = _ready_manager("smollm2-ngram", "smollm2-self-draft")
@@ -61,9 +61,9 @@ def test_stop_and_status_bypass_the_queue():
 
 
 def test_history_is_capped_named_safely_and_formula_free(tmp_path):
-    from specplay.page.cancel import CancelRegistry
+    from specplay.hosting.cancel import CancelRegistry
     from specplay.page.compare_run import RunPlace, run_comparison
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
 
     manager = _ready_manager("smollm2-ngram")
     try:
@@ -86,10 +86,10 @@ def test_gradio_keeps_one_copy_of_a_sessions_files_not_one_a_run(tmp_path):
     an hour; the soak (scripts/soak.py) found the page's disk growing by both files' size every run."""
     from gradio.processing_utils import save_file_to_cache
 
-    from specplay.page.cancel import CancelRegistry
+    from specplay.hosting.cancel import CancelRegistry
     from specplay.page.compare_run import RunPlace, run_comparison
     from specplay.page.live_run import exports
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
 
     history_dir, served = tmp_path / "history", tmp_path / "gradio"
     history_dir.mkdir()
@@ -118,7 +118,7 @@ def test_malformed_token_ids_get_a_message(prompt):
 
 
 def test_messages_for_visitors_carry_no_server_paths():
-    from specplay.page.settings import scrub
+    from specplay.hosting.settings import scrub
 
     message = "OSError: [Errno 2] No such file: '/work/main/.cache/models/x/config.json' (see /tmp/a/b.log)"
     assert "/work" not in scrub(message) and "/tmp/a" not in scrub(message) and "OSError" in scrub(message)

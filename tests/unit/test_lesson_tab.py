@@ -10,9 +10,9 @@ import time
 import pytest
 
 from specplay.lesson.load import default_lesson_path, load_lesson
-from specplay.page.cancel import CancelRegistry
+from specplay.hosting.cancel import CancelRegistry
 from specplay.page.compare_run import RunPlace
-from specplay.page.settings import PageSettings
+from specplay.hosting.settings import PageSettings
 from specplay.presets.catalog import get_preset
 from tests.ui_fixtures import FakePair
 from tests.unit.test_visitors import _prompt_echo
@@ -30,7 +30,7 @@ def _events(request):
 
 @pytest.fixture
 def manager():
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
 
     presets = {n: get_preset(n) for n in ("smollm2-ngram", "smollm2-self-draft")}
     manager = PairManager(presets, "smollm2-ngram",
@@ -89,7 +89,8 @@ def test_no_switching_or_a_preset_not_offered_says_why_and_runs_nothing(manager)
 
 def test_the_page_has_a_lesson_tab_whose_step_text_is_escaped(manager):
     from specplay.lesson.load import Lesson
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from specplay.page.lesson_tab import answer_html, step_html
 
     demo = ui.build_page(manager)

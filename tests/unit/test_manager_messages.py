@@ -11,7 +11,7 @@ OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. 
 
 
 def test_an_out_of_memory_load_failure_shows_no_process_ids_or_paths():
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
     from specplay.presets.catalog import get_preset
 
     def factory(preset, hardware=None, log=print):
@@ -30,7 +30,7 @@ def test_an_out_of_memory_load_failure_shows_no_process_ids_or_paths():
 
 
 def test_process_ids_are_scrubbed_in_their_usual_forms():
-    from specplay.page.settings import scrub
+    from specplay.hosting.settings import scrub
 
     assert scrub("worker pid=4242 died (PID: 99); process 7 exited with 137") == (
         "worker pid=… died (PID: …); process … exited with 137")

@@ -10,7 +10,7 @@ import textwrap
 # orphan of a killed parent, as the app adopts a killed core's worker, and keeps a plain child of its own.
 SCRIPT = textwrap.dedent("""
     import ctypes, os, subprocess, sys, time
-    from specplay.page.process import adopt_orphans, reap_adopted_orphans
+    from specplay.hosting.process import adopt_orphans, reap_adopted_orphans
     from tests.procs import zombie_children
     assert adopt_orphans(interval_s=3600) is not None  # the periodic look is this test's own call below
     core = subprocess.Popen([sys.executable, "-c",

@@ -148,7 +148,7 @@ def test_compare_refuses_a_mismatched_pair_before_any_engine_starts(tmp_path, ca
 
 # -- the page and launch --------------------------------------------------------------------------------
 def test_the_page_offers_the_preset_file(my_preset):
-    from specplay.page import options as opts
+    from specplay.hosting import options as opts
 
     options = opts.resolve_options(opts.parse_args(["--preset-file", str(my_preset)]))
     presets, initial, _ = opts.offered_presets(options)
@@ -163,7 +163,7 @@ def test_launch_names_the_same_pair_for_its_page(my_preset):
     import argparse
 
     from specplay.cli.launch import LaunchCommand
-    from specplay.page import options as opts
+    from specplay.hosting import options as opts
     from specplay.presets.adhoc import named_preset, same_pair_arguments
     from specplay.presets.engines import engine_settings
 
@@ -244,9 +244,10 @@ def test_the_page_serves_a_preset_file_and_runs_it(my_preset, tmp_path, monkeypa
     lines are the file's, and a run's result names it."""
     import httpx
 
-    from specplay.page import closing, ui
-    from specplay.page import options as opts
-    from specplay.page.manager import PairManager
+    from specplay.page import ui
+    from specplay.hosting import closing
+    from specplay.hosting import options as opts
+    from specplay.hosting.manager import PairManager
     from tests.public_page_fixtures import _wait, by_elem_id, queued_call
     from tests.ui_fixtures import FakePair, free_port, synthetic_events
 

@@ -11,7 +11,8 @@ from tests.unit.test_visitors import _fake_manager
 
 @pytest.fixture(scope="module")
 def page():
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
 
     manager = _fake_manager()
     demo = ui.build_page(manager)
@@ -77,7 +78,8 @@ def test_a_token_id_preset_opens_with_a_prompt_it_accepts():
     """Loaded with a dummy-weight preset (token ids, no tokenizer), the page used to open with the English
     example in the box, so Run with the prompt as shown answered "this preset has no tokenizer" (seen on the
     H200: the screenshot's run never reached a verdict)."""
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from specplay.page.inputs import build_request
     from specplay.presets.catalog import get_preset
 

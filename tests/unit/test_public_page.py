@@ -17,7 +17,7 @@ from tests.public_page_fixtures import _manager, _wait
 
 # -- 1. the bench: off on a public page, bounded by the run time limit ---------------------------------------
 def test_bench_is_off_on_a_public_page_unless_the_operator_allows_it():
-    from specplay.page.options import DEFAULTS, parse_args, resolve_options, settings_from_options
+    from specplay.hosting.options import DEFAULTS, parse_args, resolve_options, settings_from_options
 
     assert settings_from_options(dict(DEFAULTS)).allow_bench is True  # 127.0.0.1
     assert settings_from_options({**DEFAULTS, "host": "0.0.0.0"}).allow_bench is False
@@ -29,7 +29,7 @@ def test_bench_is_off_on_a_public_page_unless_the_operator_allows_it():
 
 def test_a_page_without_the_bench_has_no_bench_tab_or_route():
     from specplay.page import ui
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
 
     manager = _manager()
     try:
@@ -98,8 +98,8 @@ def fake_bench(monkeypatch, tmp_path):
 
 def _bench(manager, fake_bench, session="S", **settings):
     from specplay.page.bench_tab import run_bench
-    from specplay.page.cancel import CancelRegistry
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.cancel import CancelRegistry
+    from specplay.hosting.settings import PageSettings
 
     return run_bench(manager, CancelRegistry(), fake_bench.folder, session, ["w"], 1, [4], [0.0], [1], [], 32,
                      settings=PageSettings(**settings))
@@ -155,9 +155,9 @@ def test_leaving_mid_bench_returns_at_once_and_releases_the_engines(fake_bench, 
 # -- 6. disk: one folder per cache, old files cleaned ---------------------------------------------------
 def test_history_and_bench_folders_are_reused_and_old_files_cleaned(tmp_path, monkeypatch, fake_bench):
     from specplay.page import ui
-    from specplay.page.cancel import CancelRegistry
+    from specplay.hosting.cancel import CancelRegistry
     from specplay.page.compare_run import RunPlace, run_comparison
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
     manager = _manager()

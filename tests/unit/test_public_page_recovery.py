@@ -16,9 +16,9 @@ from tests.ui_fixtures import FakePair, synthetic_events
 
 # -- 3. the pair read under the lock, and every wait bounded -------------------------------------------------
 def test_a_run_uses_the_pair_loaded_while_it_waited_for_the_engines(tmp_path):
-    from specplay.page.cancel import CancelRegistry
+    from specplay.hosting.cancel import CancelRegistry
     from specplay.page.compare_run import RunPlace, run_comparison
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
 
     manager = _manager()
     try:
@@ -61,7 +61,7 @@ def test_the_watcher_notices_a_dead_idle_engine_and_reloads_both():
 
 
 def test_a_failed_reload_is_retried_with_backoff_then_the_app_gives_up():
-    from specplay.page.health import health_response
+    from specplay.hosting.health import health_response
 
     calls, gave_up = [], threading.Event()
     events = synthetic_events([1], [[1]])
@@ -87,7 +87,7 @@ def test_a_failed_reload_is_retried_with_backoff_then_the_app_gives_up():
 
 
 def test_a_reload_that_succeeds_on_a_retry_is_back_to_ok():
-    from specplay.page.health import health_response
+    from specplay.hosting.health import health_response
 
     calls = []
     events = synthetic_events([1], [[1]])
@@ -113,7 +113,7 @@ def test_a_reload_that_succeeds_on_a_retry_is_back_to_ok():
 def test_the_container_health_check_counts_a_recovering_page_alive(code, body, alive):
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from specplay.page.health import check
+    from specplay.hosting.health import check
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):

@@ -19,14 +19,15 @@ from tests.ui_fixtures import FakePair, synthetic_events
 # -- 5, 6 (uploads), 9 (bodies): on a real Gradio page ----------------------------------------------------
 @pytest.fixture
 def served(tmp_path, monkeypatch):
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
     events = synthetic_events(list(range(40)), [[i] for i in range(40)])
     manager = _manager(lambda p, hw, log=print: FakePair(lambda r: events, p, step_delay=0.1))
     demo = ui.build_page(manager)
-    from specplay.page.health import health_route
+    from specplay.hosting.health import health_route
 
     ui.launch(demo, "127.0.0.1", free_port(), block=False, app_kwargs={"routes": [health_route(manager)]})
     try:
@@ -46,7 +47,7 @@ def _join(served, session, headers=None):
 
 
 def test_one_pending_run_per_session_and_a_few_per_address(served):
-    from specplay.page.guard import ADDRESS_PENDING
+    from specplay.hosting.guard import ADDRESS_PENDING
 
     first = _join(served, "s1")
     assert first.status_code == 200, first.text
@@ -111,8 +112,8 @@ def test_the_serve_panel_names_hub_models_not_server_paths():
 
 def test_an_error_outside_the_runs_own_try_is_scrubbed_and_run_enabled_again(tmp_path, monkeypatch):
     from specplay.page import compare_run
-    from specplay.page.cancel import CancelRegistry
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.cancel import CancelRegistry
+    from specplay.hosting.settings import PageSettings
 
     def broken(*args):
         raise OSError("[Errno 28] No space left on device: '/work/main/.cache/page/history/h.csv'")
@@ -128,7 +129,7 @@ def test_an_error_outside_the_runs_own_try_is_scrubbed_and_run_enabled_again(tmp
 
 
 def test_engine_load_errors_reach_status_scrubbed():
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
 
     raw = ("RuntimeError: Engine core initialization failed. See stack trace above for the root cause.\n"
            "Traceback (most recent call last):\n  File \"/opt/venv/lib/python3.11/site-packages/vllm/x.py\"")
@@ -145,9 +146,9 @@ def test_engine_load_errors_reach_status_scrubbed():
 
 # -- 9. the prefix cache salted per session; the login off the command line ----------------------------------
 def test_each_session_salts_the_prefix_cache(tmp_path):
-    from specplay.page.cancel import CancelRegistry
+    from specplay.hosting.cancel import CancelRegistry
     from specplay.page.compare_run import RunPlace, run_comparison
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
 
     salts = []
     events = synthetic_events([1], [[1]])
@@ -165,7 +166,7 @@ def test_each_session_salts_the_prefix_cache(tmp_path):
 
 
 def test_the_login_can_come_from_a_file_and_help_prefers_it(tmp_path, capsys):
-    from specplay.page.options import parse_args, resolve_options
+    from specplay.hosting.options import parse_args, resolve_options
 
     login = tmp_path / "auth"
     login.write_text("visitor:s3cret\n")
@@ -180,9 +181,9 @@ def test_the_login_can_come_from_a_file_and_help_prefers_it(tmp_path, capsys):
 
 def test_leaving_mid_run_returns_at_once_and_releases_the_engines(tmp_path):
     """A run's generator closed by Gradio (the visitor left) aborts and releases the engines off that thread."""
-    from specplay.page.cancel import CancelRegistry
+    from specplay.hosting.cancel import CancelRegistry
     from specplay.page.compare_run import RunPlace, run_comparison
-    from specplay.page.settings import PageSettings
+    from specplay.hosting.settings import PageSettings
 
     ended = threading.Event()
 
@@ -210,7 +211,7 @@ def test_leaving_mid_run_returns_at_once_and_releases_the_engines(tmp_path):
 
 
 def test_scrubbing_drops_log_pointers_and_traces_but_keeps_what_follows():
-    from specplay.page.settings import scrub
+    from specplay.hosting.settings import scrub
 
     message = ("The run stopped: the baseline engine failed (EngineDeadError: EngineCore encountered an issue. "
                "See stack trace (above) for the root cause.). " + "x" * 500 + " Both engines are being reloaded.")

@@ -24,8 +24,8 @@ def servers():
 
 
 def test_a_server_that_dies_while_idle_is_noticed_shown_and_reconnected(servers):
-    from specplay.page.health import health_response
-    from specplay.page.manager import PairManager
+    from specplay.hosting.health import health_response
+    from specplay.hosting.manager import PairManager
     from specplay.presets.catalog import get_preset
 
     (_, b_url), (_, s_url) = servers["baseline"], servers["speculative"]

@@ -52,7 +52,8 @@ class TimedPair(FakePair):
 
 @pytest.fixture
 def page(tmp_path, monkeypatch):
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from tests.ui_fixtures import free_port
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")

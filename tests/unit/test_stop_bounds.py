@@ -31,7 +31,7 @@ STUBBORN = textwrap.dedent("""
 
 APP = textwrap.dedent("""
     import os, subprocess, sys, tempfile, time
-    from specplay.page import process
+    from specplay.hosting import process
     process.adopt_orphans()
     ready = os.path.join(tempfile.mkdtemp(), "ready")
     subprocess.Popen([sys.executable, "-c", {stubborn!r}, "1", {stubborn!r}, ready])

@@ -106,7 +106,7 @@ def _prompt_echo(request):
 
 def _fake_manager(preset_name: str = "smollm2-ngram"):
     """A ready PairManager on a FakePair whose outputs depend on the prompt."""
-    from specplay.page.manager import PairManager
+    from specplay.hosting.manager import PairManager
 
     preset = get_preset(preset_name)
     manager = PairManager({preset.name: preset}, preset.name,
@@ -124,7 +124,8 @@ def test_visitors_at_once_on_a_page_whose_cache_is_outside_the_working_and_temp_
     or a .cache that is a symlink): the history CSV every run returns must still be served."""
     import tempfile
 
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
 
     from loadtest import visitors
     from tests.ui_fixtures import free_port
@@ -166,7 +167,8 @@ def test_the_load_test_phases_on_a_fake_page(tmp_path):
     import os
     from types import SimpleNamespace
 
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from tests.ui_fixtures import free_port
 
     load_test = _load_test_script()
@@ -194,8 +196,9 @@ def test_a_closed_visitors_session_state_does_not_stay_for_10000_more(tmp_path, 
     """Gradio keeps every session's state (~1 MB here: its copy of the page's config, the history, the last
     run) until 10,000 sessions have come after it; the soak (scripts/soak.py) saw the page's memory grow with
     every visitor who came and went. The page keeps `session_capacity`, least recently used dropped first."""
-    from specplay.page import closing, ui
-    from specplay.page.settings import PageSettings
+    from specplay.page import ui
+    from specplay.hosting import closing
+    from specplay.hosting.settings import PageSettings
 
     from loadtest import visitors
     from tests.ui_fixtures import free_port
@@ -227,7 +230,8 @@ def test_closing_a_page_with_a_heartbeat_open_wakes_its_waiters_on_the_servers_l
 
     import httpx
 
-    from specplay.page import closing, ui
+    from specplay.page import ui
+    from specplay.hosting import closing
     from tests.ui_fixtures import free_port
 
     set_from = []
@@ -264,8 +268,9 @@ def proxied_page(tmp_path, monkeypatch):
     address), its prompts' solo runs, and its manager (a test holds its engines while the visitors join)."""
     from types import SimpleNamespace
 
-    from specplay.page import closing, ui
-    from specplay.page.settings import PageSettings
+    from specplay.page import ui
+    from specplay.hosting import closing
+    from specplay.hosting.settings import PageSettings
 
     from loadtest import visitors
     from tests.ui_fixtures import free_port
@@ -308,7 +313,7 @@ def _crowd_while_the_engines_are_held(page, n_addresses):
 
 
 def test_eight_visitors_behind_one_address_get_a_few_places_and_the_rest_retry_until_served(proxied_page):
-    from specplay.page.guard import ADDRESS_FULL, ADDRESS_PENDING
+    from specplay.hosting.guard import ADDRESS_FULL, ADDRESS_PENDING
 
     from loadtest.scenarios import summary
 
@@ -324,7 +329,7 @@ def test_eight_visitors_behind_one_address_get_a_few_places_and_the_rest_retry_u
 
 
 def test_eight_visitors_from_eight_addresses_are_all_queued_and_served_in_order(proxied_page):
-    from specplay.page.guard import ADDRESS_FULL
+    from specplay.hosting.guard import ADDRESS_FULL
 
     from loadtest.scenarios import summary
 

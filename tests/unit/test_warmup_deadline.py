@@ -113,8 +113,8 @@ def test_a_replaced_engine_that_hangs_in_its_warm_up_leaves_the_pair_in_error(mo
 
 
 def test_the_page_whose_warm_up_hangs_reports_an_error_and_loads_again(monkeypatch):
-    from specplay.page.health import health_response
-    from specplay.page.manager import PairManager
+    from specplay.hosting.health import health_response
+    from specplay.hosting.manager import PairManager
     from specplay.presets.catalog import get_preset
 
     engines = iter([_HangingEngine, _FakeEngine])
@@ -164,8 +164,8 @@ class _StuckPair(FakePair):
 
 
 def test_a_load_past_its_deadline_is_an_error_and_a_new_load_is_accepted():
-    from specplay.page.health import ALIVE, health_response
-    from specplay.page.manager import PairManager
+    from specplay.hosting.health import ALIVE, health_response
+    from specplay.hosting.manager import PairManager
     from specplay.presets.catalog import get_preset
 
     pairs = []
@@ -196,8 +196,8 @@ def test_a_load_past_its_deadline_is_an_error_and_a_new_load_is_accepted():
 
 def test_a_reload_that_hangs_counts_as_a_failed_attempt_and_is_retried():
     """Recovering after an engine died: a reload stuck past the deadline is retried like one that raised."""
-    from specplay.page.health import health_response
-    from specplay.page.manager import PairManager
+    from specplay.hosting.health import health_response
+    from specplay.hosting.manager import PairManager
     from specplay.presets.catalog import get_preset
 
     pairs = []

@@ -8,8 +8,6 @@ operator names (`forwarded_env`), and then takes the rightmost hop that isn't on
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import ipaddress
 import json
 import re
@@ -72,7 +70,7 @@ def address_key(address: str | None) -> str | None:
     return str(ip)
 
 
-def _address(request, local: bool) -> str | None:
+def counted_address(request, local: bool) -> str | None:
     """The address a request counts under; None for a direct client on this machine of a page served to this
     machine only (the operator, a load test): only the per-session limit applies to it. A request that came
     through a proxy (it says X-Forwarded-For) is never exempt."""
@@ -81,149 +79,6 @@ def _address(request, local: bool) -> str | None:
     if local and address in LOOPBACK and not headers.get("x-forwarded-for") and not headers.get("forwarded"):
         return None
     return address_key(address)
-
-
-def queued_groups(blocks) -> set[str]:
-    """The concurrency groups a visitor can join (every queued event's): the limits cover all of them."""
-    return {fn.concurrency_id for fn in blocks.fns.values() if fn.queue is not False}
-
-
-def pending_events(queue) -> list:
-    """The events waiting in or being run by Gradio's queue, every group."""
-    waiting = [e for q in queue.event_queue_per_concurrency_id.values() for e in q.queue]
-    running = [e for job in queue.active_jobs if job for e in job if e.alive and not e.closed]
-    return waiting + running
-
-
-def limit_pending(queue, local: bool = True) -> None:
-    """Wrap Gradio's `Queue.push`: an event is refused while its session has one pending in the same group, or
-    its address ADDRESS_PENDING in any (`local`: the page listens on this machine only, see `_address`).
-    The queue's own checks come after, unchanged."""
-    push = queue.push
-
-    async def guarded_push(body, request, username):
-        fn = queue.blocks.fns.get(body.fn_index) if body.fn_index is not None else None
-        if fn is not None:
-            address = _address(request, local)
-            # a run that has just sent its last output may not have left the queue's books yet: a moment's grace
-            for _ in range(GRACE_CHECKS):
-                refusal = _refusal(queue, fn.concurrency_id, body.session_hash, address, local)
-                if refusal is None:
-                    break
-                await asyncio.sleep(GRACE_STEP_S)
-            else:
-                return False, refusal, "error"  # 400 with the message: the page shows it as it is
-        return await push(body, request, username)
-
-    queue.push = guarded_push
-
-
-def _refusal(queue, group: str, session: str | None, address: str | None, local: bool) -> str | None:
-    from_address = 0
-    for event in pending_events(queue):
-        if session and event.session_hash == session and event.concurrency_id == group:
-            return ONE_PENDING
-        if address is not None and _address(event.request, local) == address:
-            from_address += 1
-    return ADDRESS_FULL if from_address >= ADDRESS_PENDING else None
-
-
-def bound_unread(queue, limit: int = UNREAD_LIMIT_BYTES) -> None:
-    """Wrap Gradio's `Queue.send_message`: Gradio keeps every frame of a session until it reads /queue/data.
-    Once the frames waiting for a session pass `limit`, it isn't reading: its events are stopped (as if it had
-    left: a run releases the engines), its unread frames dropped, and a late reader told why. What waits, not
-    what was sent since the queue last emptied: a reader on a loaded machine that stays a few frames behind
-    (seen: a 900-token run's Stop) reads on, and was stopped by the old count mid-run."""
-    send = queue.send_message
-
-    def bounded_send(event, message):
-        send(event, message)
-        messages = queue.pending_messages_per_session.get(event.session_hash)
-        if messages is None or not event.alive:
-            return
-        if _waiting_bytes(messages) > limit:
-            _stop_unread(queue, event, messages)
-
-    queue.send_message = bounded_send
-
-
-def _waiting_bytes(messages) -> int:
-    """The bytes of the frames in Gradio's queue of the session (an asyncio.Queue: its `_queue` deque), each
-    frame sized once (kept on the queue, which goes when the session does)."""
-    known = getattr(messages, "playground_sizes", {})
-    sizes = {}
-    for message in messages._queue:
-        kept = known.get(id(message))
-        sizes[id(message)] = kept if kept and kept[0] is message else (message, _size(message))
-    messages.playground_sizes = sizes
-    return sum(size for _, size in sizes.values())
-
-
-def _size(message) -> int:
-    try:
-        return len(message.model_dump_json())
-    except Exception:  # a value pydantic can't write (Gradio's own send uses orjson's default=str)
-        return len(repr(message))
-
-
-def _stop_unread(queue, event, messages) -> None:
-    from gradio.server_messages import ProcessCompletedMessage
-
-    failed = {"output": {"error": NOT_READ}, "success": False}
-    ends = []
-    while not messages.empty():  # the frames go; an earlier event's end stays, small, so a reader's stream closes
-        old = messages.get_nowait()
-        if getattr(old, "msg", None) == "process_completed":
-            ends.append(old.model_copy(update=failed))
-    for message in ends + [ProcessCompletedMessage(event_id=event._id, **failed)]:
-        messages.put_nowait(message)
-    messages.playground_sizes = {}
-    for job in queue.active_jobs:
-        for other in job or ():
-            if other.session_hash == event.session_hash:
-                other.alive = False  # Gradio's own mark for a client gone: the run's generator is closed
-class NoSessionFromUnqueued:
-    """ASGI: Gradio makes (or revives) a session's state, a copy of the page's config, for every call that
-    names a session, in a least-recently-used store of `session_capacity`: with more tabs open than that,
-    each 1 Hz status poll evicted another tab's session (its history, its replay), and a client calling the
-    stepper's or lesson's unqueued handlers under invented session names (~127 a second) evicted every real
-    tab's. So an unqueued call (/run/predict) never makes a session: for a session Gradio doesn't keep, it
-    gets one blank state, shared and never stored (a blank of its own cost 7.5 ms a call), so no unqueued
-    handler may write a gr.State (checked at the first scope). Sessions are made by queued events only, which
-    the queue's limits bound."""
-
-    unqueued = contextvars.ContextVar("playground_unqueued", default=False)  # this request is a /run/predict
-
-    def __init__(self, app, page):
-        self.app, self.page, self.ready = app, page, False
-
-    async def __call__(self, scope, receive, send):
-        if not self.ready:
-            _blank_for_unknown_sessions(self.page, self.unqueued)
-            self.ready = True
-        if scope["type"] == "http" and scope.get("path", "").endswith("/run/predict"):
-            self.unqueued.set(True)
-        return await self.app(scope, receive, send)
-
-
-def _blank_for_unknown_sessions(page, unqueued) -> None:
-    from gradio.state_holder import SessionState, StateHolder
-
-    for fn in page.fns.values():
-        if fn.queue is False and any(type(b).__name__ == "State" for b in fn.outputs):
-            raise ValueError(f"an unqueued handler can't write a session's state: {fn.api_name or fn.name}")
-
-    class Holder(StateHolder):
-        blank = None
-
-        def __getitem__(self, session_id):
-            if unqueued.get() and session_id not in self.session_data:
-                if Holder.blank is None:
-                    Holder.blank = SessionState(self.blocks)
-                return Holder.blank
-            return super().__getitem__(session_id)
-
-    page.state_holder.__class__ = Holder
 
 
 _SCHEME = re.compile(r"[a-z][a-z0-9+.\-]*:", re.I)  # what starts a URL (http:, https:, ...)

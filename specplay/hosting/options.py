@@ -9,8 +9,8 @@ import os
 import sys
 
 from specplay.core.hardware import CORE_LAYOUT_ENV, CORE_LAYOUTS, layout_name
-from specplay.page.guard import trusted_proxies
-from specplay.page.settings import PageSettings
+from specplay.hosting.guard import trusted_proxies
+from specplay.hosting.settings import PageSettings
 
 
 def parse_args(argv=None) -> argparse.Namespace:

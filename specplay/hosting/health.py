@@ -8,7 +8,7 @@ app.py does) or when Gradio creates it (`demo.launch(app_kwargs={"routes": [heal
 
 from __future__ import annotations
 
-from specplay.page.manager import ManagerStatus
+from specplay.hosting.manager import ManagerStatus
 
 HEALTH_PATH = "/health"
 
@@ -67,7 +67,7 @@ def check(url: str, timeout_s: float = 8.0) -> int:
     return 0 if state in ALIVE else 1
 
 
-if __name__ == "__main__":  # python3 -m specplay.page.health http://127.0.0.1:7860/health
+if __name__ == "__main__":  # python3 -m specplay.hosting.health http://127.0.0.1:7860/health
     import sys
 
     sys.exit(check(sys.argv[1] if len(sys.argv) > 1 else f"http://127.0.0.1:7860{HEALTH_PATH}"))

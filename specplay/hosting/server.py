@@ -1,6 +1,7 @@
-"""Serve the playground page: `serve()` runs it until Ctrl-C or SIGTERM, `main()` is the entry point
-(`python app.py`, or a console script `specplay.page.server:main`). The page is up at once; the engines
-load behind it. Gradio and vLLM are imported only once the options are good: `--help` stays instant, and
+"""Serve the playground page: `serve()` runs it until Ctrl-C or SIGTERM, `main()` its process's exit. The
+page itself (its Blocks and its launch) is the page layer's, handed in by the entry point (`page/entry.py`:
+`python app.py`, `specplay-page`, `python -m specplay.page.entry`) as `load_page`, a function that imports it:
+hosting sits below the page and never imports it. The page is up at once; the engines load behind it. Gradio and vLLM are imported only once the options are good: `--help` stays instant, and
 vLLM's engine processes, which re-import the main module, don't load them twice."""
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import signal
 import sys
 import time
 
-from specplay.page import options as page_options
-from specplay.page.process import adopt_orphans, end_children, exit_now, stop_deadline
+from specplay.hosting import options as page_options
+from specplay.hosting.process import adopt_orphans, end_children, exit_now, stop_deadline
 
 GAVE_UP_EXIT = 3  # the exit status after every reload of a dead engine failed
 # The stop's own bound: docker stop sends SIGKILL 10 s after SIGTERM; 2 s are left for the signal to arrive
@@ -19,9 +20,10 @@ GAVE_UP_EXIT = 3  # the exit status after every reload of a dead engine failed
 STOP_DEADLINE_S = 8.0
 
 
-def serve(argv=None) -> None:
+def serve(argv, load_page) -> None:
     """Parse the options, start loading the initial preset and serve the page; on the way out (Ctrl-C,
-    SIGTERM, an error) shut both engines down and end every process this one started."""
+    SIGTERM, an error) shut both engines down and end every process this one started. `load_page()` returns
+    the page layer's module with `build_page(manager, settings, lesson)` and `launch(demo, host, port, ...)`."""
     options = page_options.resolve_options(page_options.parse_args(argv))
     # read where engine settings are made (core_layout), in this process and whatever it starts
     os.environ[page_options.CORE_LAYOUT_ENV] = options["core_layout"]
@@ -31,10 +33,10 @@ def serve(argv=None) -> None:
     from specplay.core.paths import configure_cache_env
 
     configure_cache_env()  # before Gradio is imported: its temp files go into the project's cache too
-    from specplay.page import ui
+    ui = load_page()
     from specplay.engine.processes import remove_ipc_folders
-    from specplay.page.health import health_route
-    from specplay.page.manager import PairManager
+    from specplay.hosting.health import health_route
+    from specplay.hosting.manager import PairManager
 
     factory = page_options.remote_factory(options) if page_options.remote_mode(options) else None
     exit_code = [0]
@@ -70,10 +72,10 @@ def serve(argv=None) -> None:
         deadline.cancel()  # done in time: the caller exits (main) or carries on
 
 
-def main(argv=None) -> None:
+def main(argv, load_page) -> None:
     """Serve, then end the process at once with serve's exit status (see `exit_now`)."""
     try:
-        serve(sys.argv[1:] if argv is None else argv)
+        serve(sys.argv[1:] if argv is None else argv, load_page)
     except SystemExit as stop:  # SIGTERM, or a refused option (its message printed as Python would)
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)
@@ -82,6 +84,3 @@ def main(argv=None) -> None:
         exit_now(130)
     exit_now(0)
 
-
-if __name__ == "__main__":  # `python -m specplay.page.server`, as `specplay launch` starts the page
-    main()

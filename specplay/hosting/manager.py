@@ -78,7 +78,7 @@ def dead_roles(pair) -> tuple[str, ...]:
 
 def error_message(exc: Exception) -> str:
     """A load failure as the page may show it: vLLM's first line, without its pointer to a log or paths."""
-    from specplay.page.settings import MESSAGE_MAX_CHARS, scrub  # no Gradio there
+    from specplay.hosting.settings import MESSAGE_MAX_CHARS, scrub  # no Gradio there
 
     return scrub(f"{type(exc).__name__}: {exc}", limit=MESSAGE_MAX_CHARS)
 
