@@ -132,7 +132,7 @@ def merge_results(reports: list[BenchReport]) -> BenchReport:
     still compares engines measured in its own run. The advice is worked out again over all rows."""
     from specplay.bench.advice import advise
     from specplay.bench.latency import rate_sentences
-    from specplay.bench.schedule import as_json
+    from specplay.bench.schedule import dynamic_k_report
 
     if len({r.preset for r in reports}) > 1:
         raise ValueError("these results are of different presets: " + ", ".join(sorted(r.preset for r in reports)))
@@ -150,7 +150,7 @@ def merge_results(reports: list[BenchReport]) -> BenchReport:
         started_utc=min(stamps) if stamps else None, finished_utc=max(stamps) if stamps else None,
         cancelled=any(r.cancelled for r in reports), command=tuple(c for r in reports for c in r.command),
         advice=tuple(advise(list(rows), first.loaded_k, first.kind or first.method, spec.get("async_scheduling"))),
-        rate_advice=tuple(rate_sentences(list(rows))), dynamic_k=as_json(rows, first.kind or first.method))
+        rate_advice=tuple(rate_sentences(list(rows))), dynamic_k=dynamic_k_report(rows, first.kind or first.method))
 
 
 def _relative(written: dict, out_dir: Path) -> dict:

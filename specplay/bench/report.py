@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from specplay.bench.advice import Advice
+from specplay.bench.schedule import DynamicKReport
 from specplay.core.events import ROLES, position_rates
+from specplay.presets.schema import Published
 from specplay.run import metrics
 
 SCHEMA_VERSION = 2  # 2: environment nested, command a list, rows carry `serving` (vllm bench serve's keys)
@@ -142,13 +144,18 @@ class BenchReport:
     rows: tuple[BenchRow, ...] = ()
     advice: tuple[Advice, ...] = ()
     rate_advice: tuple[RateAdvice, ...] = ()
-    dynamic_k: Mapping | None = None  # bench.schedule.as_json
+    dynamic_k: DynamicKReport | None = None  # the k to run per batch size (bench.schedule)
     vllm_bench_serve: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # workload -> role -> line
-    published: Mapping | None = None  # the preset's published acceptance (presets.schema.Published), if it cites one
+    published: Published | None = None  # the preset's published acceptance, if it cites one
 
     def to_json(self) -> dict:
-        out = dataclasses.asdict(self)
-        out.update(schema_version=SCHEMA_VERSION, rows=[row.as_dict() for row in self.rows])
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out.update(environment=dataclasses.asdict(self.environment), rows=[row.as_dict() for row in self.rows],
+                   advice=[dataclasses.asdict(a) for a in self.advice],
+                   rate_advice=[dataclasses.asdict(a) for a in self.rate_advice],
+                   dynamic_k=self.dynamic_k.model_dump() if self.dynamic_k is not None else None,
+                   published=self.published.model_dump() if self.published is not None else None,
+                   schema_version=SCHEMA_VERSION)
         return _plain(out)  # lists for tuples, "inf" for an infinite request rate: what JSON holds
 
     @classmethod
@@ -169,8 +176,9 @@ class BenchReport:
             rows=tuple(BenchRow.from_dict(row) for row in data["rows"]),
             advice=tuple(Advice(**{k: v for k, v in a.items() if k in known}) for a in data.get("advice") or ()),
             rate_advice=tuple(RateAdvice(**a) for a in data.get("rate_advice") or ()),
-            dynamic_k=data.get("dynamic_k"), vllm_bench_serve=dict(data.get("vllm_bench_serve") or {}),
-            published=data.get("published"),
+            dynamic_k=DynamicKReport.model_validate(data["dynamic_k"]) if data.get("dynamic_k") else None,
+            vllm_bench_serve=dict(data.get("vllm_bench_serve") or {}),
+            published=Published.model_validate(data["published"]) if data.get("published") else None,
         )
 
     def save(self, path, files: Mapping | None = None) -> Path:
@@ -189,7 +197,7 @@ class BenchReport:
         path = path / "bench.json" if path.is_dir() else path
         try:
             return cls.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError) as exc:  # (pydantic's ValidationError is a ValueError)
             raise ValueError(f"{path}: not a bench result ({type(exc).__name__}: {exc})") from None
 
 

@@ -30,7 +30,6 @@ from specplay.bench.vllm_format import parse_goodput, serving
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
 from specplay.presets.catalog import Preset, engine_settings
-from specplay.presets import verifiers
 from specplay.bench.prompts import (  # noqa: F401 (load_prompts, TOKEN_IDS: the CLI's and tests' import path)
     TOKEN_IDS, BenchError, load_prompts, named_workloads,
 )
@@ -114,7 +113,7 @@ class Progress:
 
 # -- settings ---------------------------------------------------------------------------------------------
 def is_synthetic(preset: Preset) -> bool:
-    return verifiers.is_synthetic(preset.speculative_config)
+    return preset.speculative_config.synthetic
 
 
 def synthetic_rates(acceptance: float, k: int) -> list[float]:
@@ -130,7 +129,7 @@ def predicted_speedup(acceptance: float, k: int) -> float:
 
 
 def loaded_variant(preset: Preset) -> Variant:
-    rates = preset.speculative_config.get("synthetic_acceptance_rates") if is_synthetic(preset) else None
+    rates = preset.speculative_config.synthetic_acceptance_rates if is_synthetic(preset) else None
     return Variant(preset.num_speculative_tokens, float(rates[0]) if rates else None)
 
 
@@ -138,9 +137,9 @@ def variant_preset(preset: Preset, variant: Variant) -> Preset:
     """A copy of the preset whose speculative_config has this k (and synthetic rates)."""
     if variant == loaded_variant(preset):
         return preset
-    spec = dict(preset.speculative_config, num_speculative_tokens=variant.k)
-    if variant.acceptance is not None:
-        spec["synthetic_acceptance_rates"] = synthetic_rates(variant.acceptance, variant.k)
+    rates = {} if variant.acceptance is None else {"synthetic_acceptance_rates": synthetic_rates(variant.acceptance,
+                                                                                                  variant.k)}
+    spec = preset.speculative_config.replace(num_speculative_tokens=variant.k, **rates)
     return dataclasses.replace(preset, speculative_config=spec)
 
 
@@ -173,7 +172,7 @@ def check(settings: BenchSettings, preset: Preset) -> None:
         parse_goodput(settings.goodput)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
-    limit = preset.target["max_model_len"] // 2
+    limit = preset.target.max_model_len // 2
     if settings.max_tokens is not None and not 1 <= settings.max_tokens <= limit:
         bad("max tokens", f"1 to half of max_model_len ({limit})", settings.max_tokens)
 
@@ -374,8 +373,8 @@ class BenchRun:
                                 spec_info.get("async_scheduling"))),
             rate_advice=tuple(rate_sentences(self.rows)),
             # num_speculative_tokens_per_batch_size from k × concurrency, with the runner caveat for this kind
-            dynamic_k=schedule.as_json(self.rows, self.preset.kind),
+            dynamic_k=schedule.dynamic_k_report(self.rows, self.preset.kind),
             vllm_bench_serve=vllm_bench_commands(self.preset, self.settings, self.max_tokens,
                                                  named_workloads(self.settings, self.preset)),
-            published=self.preset.published.model_dump() if getattr(self.preset, "published", None) else None,
+            published=self.preset.published,
         )
