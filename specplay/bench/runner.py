@@ -29,6 +29,7 @@ from specplay.bench.report import SETTING_KEYS, BenchReport, BenchRow, Environme
 from specplay.bench.vllm_format import parse_goodput, serving
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
+from specplay.engine.base import engines_json
 from specplay.presets.catalog import Preset, engine_settings
 from specplay.bench.prompts import (  # noqa: F401 (load_prompts, TOKEN_IDS: the CLI's and tests' import path)
     TOKEN_IDS, BenchError, load_prompts, named_workloads,
@@ -275,7 +276,7 @@ class BenchRun:
                              "with one server per setting (specplay launch), or on in-process engines")
         self.max_tokens = settings.max_tokens or preset.default_max_tokens
         self.rows: list[BenchRow] = []
-        self.engines: dict[str, dict] = {}  # variant label -> pair.engine_info() while it was loaded
+        self.engines: dict[str, dict] = {}  # variant label -> pair.engine_info() (as JSON) while it was loaded
         self.started, self.finished = _now(), None
         self._loaded = loaded_variant(preset)
         self._warm: set = set()
@@ -296,7 +297,7 @@ class BenchRun:
                     yield Progress(done, plan.units, f"loading the speculative engine with {variant.label}")
                     self._swap(variant)
                     done += 1
-                self.engines[variant.label] = self.pair.engine_info()
+                self.engines[variant.label] = engines_json(self.pair.engine_info())  # the report keeps JSON
                 for setting in (s for s in plan.settings if s.variant == variant):
                     key = (setting.workload, setting.temperature, setting.concurrency, setting.request_rate)
                     where = f"{setting.workload} · T={setting.temperature:g} · " + (
@@ -366,7 +367,8 @@ class BenchRun:
             model=serve_model(self.preset.target.model), loaded_k=self.preset.num_speculative_tokens,
             synthetic=is_synthetic(self.preset),
             settings=dataclasses.asdict(settings),
-            environment=Environment(self.hardware.describe(), self.hardware.device, dict(self.engines)),
+            environment=Environment(machine=self.hardware.describe(), device=self.hardware.device,
+                                    engines=dict(self.engines)),
             started_utc=self.started, finished_utc=self.finished, cancelled=self.cancelled, command=tuple(command),
             rows=tuple(self.rows),
             advice=tuple(advise(self.rows, self.preset.num_speculative_tokens, self.preset.kind,

@@ -220,7 +220,7 @@ def report(result, written: dict, as_json: bool) -> None:
     from specplay.bench.outputs import text_table
 
     if as_json:
-        print(json.dumps({**result.to_json(), **breakdown.as_json(result.rows, result.published), "files": written}))
+        print(json.dumps({**result.model_dump(), **breakdown.as_json(result.rows, result.published), "files": written}))
         return
     print(text_table(result.rows))
     print()

@@ -96,7 +96,7 @@ def test_bench_row_pools_requests_and_the_speedup_decomposes_exactly():
     s = batch(SPECULATIVE, [trace(SPECULATIVE, [1, 3, 3, 3, 1], 0.06, ids=list(range(11))),
                             trace(SPECULATIVE, [1] + [2] * 10, 0.12, ids=[7] * 21)],
               SpecDecodeCounters(14, 42, 14, (10, 3, 1)), wall=1.3)
-    row = bench_row(Setting("code", 0.0, 2, 3), b, s).as_dict()  # as bench.json and the CSV hold it
+    row = bench_row(Setting("code", 0.0, 2, 3), b, s).model_dump()  # as bench.json and the CSV hold it
     # pooled: (10 + 20) decode tokens over (0.5 + 2.0) s baseline, (10 + 20) over (0.24 + 1.2) s speculative
     assert row["tokens_per_s_baseline"] == pytest.approx(30 / 2.5, rel=1e-3)
     assert row["tokens_per_s_speculative"] == pytest.approx(30 / 1.44, rel=1e-3)

@@ -141,8 +141,8 @@ def test_the_bench_report_carries_the_categories_and_the_presets_published_figur
     list(bench.run())
     report = bench.result()
     assert report.published == cited  # typed, and back from bench.json the same
-    assert BenchReport.from_json(json.loads(json.dumps(report.to_json()))).published == cited
-    assert report.to_json()["published"]["mean_acceptance_length"] == 2.5
+    assert BenchReport.model_validate(json.loads(json.dumps(report.model_dump()))).published == cited
+    assert report.model_dump()["published"]["mean_acceptance_length"] == 2.5
     assert {r.workload for r in report.rows} == {f"spec-bench-mini:{c}" for c in SPEC_BENCH_CATEGORIES}
     # the command line: --dataset and its per-category table on stdout
     assert main(["bench", "--preset", NGRAM, "--dataset", "spec-bench-mini", "--n", "1", "--max-tokens", "8",

@@ -4,7 +4,6 @@ num_speculative_tokens_per_batch_size, and a preset saved with it that the catal
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,9 +107,9 @@ def test_dynamic_k_is_typed_and_reads_back_from_bench_json():
     from specplay.bench.report import BenchReport
 
     known = dynamic_k_report(h200_repeats(), "draft_model")
-    data = json.loads(json.dumps(BenchReport(preset="p", rows=tuple(h200_repeats()), dynamic_k=known).to_json()))
+    data = json.loads(json.dumps(BenchReport(preset="p", rows=tuple(h200_repeats()), dynamic_k=known).model_dump()))
     assert data["dynamic_k"]["speculative_config"]["num_speculative_tokens_per_batch_size"] == known.schedule
-    assert BenchReport.from_json(data).dynamic_k == known
+    assert BenchReport.model_validate(data).dynamic_k == known
     older = {key: data["dynamic_k"][key] for key in ("schedule", "speculative_config", "sentence")}
     assert DynamicKReport.model_validate(older).caveat is None and not hasattr(known, "__getitem__")
 
@@ -124,7 +123,7 @@ def test_one_k_best_everywhere_needs_no_schedule_and_one_level_gives_none():
     assert dynamic_k([r for r in rows if r.concurrency == 1]) is None
     assert dynamic_k_report([]) is None
     # open-loop rows (a request rate) are not a concurrency level
-    assert dynamic_k([replace(r, request_rate=4.0) for r in rows]) is None
+    assert dynamic_k([r.model_copy(update=dict(request_rate=4.0)) for r in rows]) is None
 
 
 def test_a_saved_preset_carries_the_schedule_and_loads(tmp_path):

@@ -9,7 +9,9 @@ import re
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
+from specplay.bench.advice import Advice
 from specplay.bench.report import BenchReport, BenchRow, Environment, RateAdvice
 from specplay.bench.schedule import DynamicKReport, ScheduleFragment
 from specplay.presets.schema import Memory, PaysOff, Published, Target
@@ -50,9 +52,12 @@ def test_the_check_sees_every_spelling_of_a_mapping_base(tmp_path):
 
 
 @pytest.mark.parametrize("model", [Speculation, Target, Memory, PaysOff, Published, DynamicKReport,
-                                   ScheduleFragment, BenchReport, BenchRow, Environment, RateAdvice])
+                                   ScheduleFragment, BenchReport, BenchRow, Environment, RateAdvice, Advice])
 def test_the_typed_models_have_no_dict_face(model):
+    """Each is one pydantic model: its dump is its JSON, `model_validate` its reader, no second face."""
+    assert issubclass(model, BaseModel) and model.model_config.get("frozen"), model.__name__
     assert not hasattr(model, "__getitem__") and not hasattr(model, "get"), model.__name__
+    assert not {"to_json", "from_json", "as_dict", "from_dict"} & set(dir(model)), model.__name__
 
 
 def test_no_product_module_indexes_a_presets_typed_sections():

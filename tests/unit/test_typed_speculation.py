@@ -45,7 +45,7 @@ def test_a_pard_bench_says_one_pass_drafts_all_k():
     assert "adds a draft pass" not in advice.sentence
     assert result.kind == "pard"
     # a replot or merge of its bench.json reads the kind back, not the method
-    again = BenchReport.from_json(json.loads(json.dumps(result.to_json())))
+    again = BenchReport.model_validate(json.loads(json.dumps(result.model_dump())))
     assert again.kind == "pard" and again.method == "draft_model"
 
 
