@@ -125,7 +125,7 @@ def preset_record(pair, preset, hardware, rows: list[dict]) -> dict:
         "speedup_median": round(statistics.median(speedups), 3) if speedups else None,
         "speedup_range": [min(speedups), max(speedups)] if speedups else None,
         "load_seconds": pair.status.load_seconds, "gpu_memory_gib": memory,
-        "tensor_parallel_size": preset.target.get("tensor_parallel_size", 1), "rows": rows,
+        "tensor_parallel_size": preset.target.tensor_parallel_size, "rows": rows,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from specplay.bench.runner import Setting, bench_row
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
+from specplay.engine.base import EngineInfo
 from specplay.engine.batch import BatchResult
 from specplay.run.comparison import EngineTrace
 
@@ -51,7 +52,7 @@ class RecordingPair:
         self.engines[SPECULATIVE], self.tag = object(), tag or self.tag
 
     def engine_info(self):
-        return {BASELINE: {}, SPECULATIVE: {"num_speculative_tokens": self.tag.num_speculative_tokens}}
+        return {BASELINE: EngineInfo(), SPECULATIVE: EngineInfo(num_speculative_tokens=self.tag.num_speculative_tokens)}
 
     def run_batch(self, role, requests, concurrency, cancel=None, arrival_times=None):
         k = self.tag.num_speculative_tokens

@@ -8,7 +8,7 @@ than 70% of drafted tokens are accepted, lower it below 50%, else keep it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict
 
 from specplay.bench.passes import cost_sentence
 from specplay.presets.methods import facts_of_kind
@@ -22,8 +22,11 @@ IMPLAUSIBLE_COST = 0.95
 GROUP_KEYS = ("workload", "temperature", "concurrency", "acceptance", "request_rate")
 
 
-@dataclass(frozen=True, kw_only=True)
-class Advice:
+class Advice(BaseModel):
+    """The k advice for one group of rows (bench.json's `advice`: its dump; an older file's extra keys
+    are ignored)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
     workload: str
     temperature: float
     concurrency: int

@@ -6,12 +6,11 @@ so a --replot shows them too.
 
 from __future__ import annotations
 
-from typing import Mapping
-
 from specplay.bench.charts import flat_rows
 from specplay.bench.context import context_of
 from specplay.bench.datasets import category_of
 from specplay.bench.outputs import aligned, markdown_table
+from specplay.presets.schema import Published
 
 SETTING = ("k", "temperature", "concurrency")
 ALL = "all categories"
@@ -42,7 +41,7 @@ def by_context(rows) -> list[dict]:
     return sorted(out, key=lambda line: tuple(line[key] for key in SETTING) + (line["context_tokens"],))
 
 
-def by_category(rows, published: Mapping | None = None) -> list[dict]:
+def by_category(rows, published: Published | None = None) -> list[dict]:
     """One line per dataset category and setting, then the dataset's pooled line with the published mean
     acceptance length beside the measured one (where the preset cites one)."""
     groups: dict[tuple, list[dict]] = {}
@@ -59,7 +58,7 @@ def by_category(rows, published: Mapping | None = None) -> list[dict]:
         pooled = {**where, "category": ALL, "requests": sum(r.get("requests") or 0 for r in group),
                   **_acceptance(group), "speedup": None}
         if published:
-            pooled["published_mean_acceptance_length"] = published.get("mean_acceptance_length")
+            pooled["published_mean_acceptance_length"] = published.mean_acceptance_length
         out.append(pooled)
     return out
 
@@ -86,14 +85,14 @@ def category_cells(lines: list[dict]) -> tuple[list[str], list[list[str]]]:
     return headers + ["speedup"], [c + [_fmt(x["speedup"], suffix="×")] for c, x in zip(cells, lines)]
 
 
-def published_line(published: Mapping | None) -> str | None:
+def published_line(published: Published | None) -> str | None:
     if not published:
         return None
-    return (f"published mean acceptance length {published['mean_acceptance_length']:g} "
-            f"({published['conditions']}; {published['source']})")
+    return (f"published mean acceptance length {published.mean_acceptance_length:g} "
+            f"({published.conditions}; {published.source})")
 
 
-def sections(rows, published: Mapping | None = None, markdown: bool = False) -> list[str]:
+def sections(rows, published: Published | None = None, markdown: bool = False) -> list[str]:
     """The breakdown tables as text (terminal, or Markdown for an issue), each under its title; none when
     the bench had no context buckets or dataset."""
     render = markdown_table if markdown else aligned
@@ -108,5 +107,6 @@ def sections(rows, published: Mapping | None = None, markdown: bool = False) -> 
     return out
 
 
-def as_json(rows, published: Mapping | None = None) -> dict:
-    return {"by_context": by_context(rows), "by_category": by_category(rows, published), "published": published}
+def as_json(rows, published: Published | None = None) -> dict:
+    return {"by_context": by_context(rows), "by_category": by_category(rows, published),
+            "published": published.model_dump() if published is not None else None}

@@ -15,7 +15,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from specplay.bench.context import context_of
-from specplay.bench.report import accepted_shares, shares_exact
+from specplay.bench.report import BenchRow, accepted_shares, shares_exact
 from specplay.bench.runner import predicted_speedup
 from specplay.core import style
 from specplay.core.style import COLORS, PALETTE
@@ -237,8 +237,9 @@ def rows_for(stem: str, rows: list[dict]) -> list[dict]:
 
 
 def flat_rows(rows) -> list[dict]:
-    """The rows as flat dicts (BenchRow.as_dict): the charts pick columns by name, as the CSV has them."""
-    return [r.as_dict() if hasattr(r, "as_dict") else r for r in rows]
+    """The rows as flat dicts (a BenchRow's dump, bench.json's row): the charts pick columns by name, as the
+    CSV has them."""
+    return [r.model_dump() if isinstance(r, BenchRow) else r for r in rows]
 
 
 def chart(stem: str, rows: list, preset_k: int | None = None) -> go.Figure | None:

@@ -84,8 +84,9 @@ def rate_sentences(rows: list) -> list:
         group.sort(key=lambda r: rate_value(r.request_rate))
         timed = [r for r in group if r.speedup is not None]
         losing = next((r for r in timed if r.speedup < 1), None)
-        out.append(RateAdvice(workload, temperature, k, acceptance, None if losing is None else losing.request_rate,
-                              _rate_sentence(timed, losing)))
+        out.append(RateAdvice(workload=workload, temperature=temperature, k=k, acceptance=acceptance,
+                              stops_paying_at=None if losing is None else losing.request_rate,
+                              sentence=_rate_sentence(timed, losing)))
     return out
 
 

@@ -8,7 +8,6 @@ there is one), else the HTML screenshotted by headless chromium, else none (the 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import os
 import shutil
 import subprocess
@@ -132,7 +131,7 @@ def merge_results(reports: list[BenchReport]) -> BenchReport:
     still compares engines measured in its own run. The advice is worked out again over all rows."""
     from specplay.bench.advice import advise
     from specplay.bench.latency import rate_sentences
-    from specplay.bench.schedule import as_json
+    from specplay.bench.schedule import dynamic_k_report
 
     if len({r.preset for r in reports}) > 1:
         raise ValueError("these results are of different presets: " + ", ".join(sorted(r.preset for r in reports)))
@@ -145,12 +144,12 @@ def merge_results(reports: list[BenchReport]) -> BenchReport:
     engines = {k: v for r in reports for k, v in r.environment.engines.items()}
     stamps = [s for r in reports for s in (r.started_utc, r.finished_utc) if s]
     spec = next((e.get("speculative", {}) for e in engines.values()), {})
-    return dataclasses.replace(
-        first, rows=rows, settings=merged_settings, environment=dataclasses.replace(first.environment, engines=engines),
+    return first.model_copy(update=dict(
+        rows=rows, settings=merged_settings, environment=first.environment.model_copy(update={"engines": engines}),
         started_utc=min(stamps) if stamps else None, finished_utc=max(stamps) if stamps else None,
         cancelled=any(r.cancelled for r in reports), command=tuple(c for r in reports for c in r.command),
         advice=tuple(advise(list(rows), first.loaded_k, first.kind or first.method, spec.get("async_scheduling"))),
-        rate_advice=tuple(rate_sentences(list(rows))), dynamic_k=as_json(rows, first.kind or first.method))
+        rate_advice=tuple(rate_sentences(list(rows))), dynamic_k=dynamic_k_report(rows, first.kind or first.method)))
 
 
 def _relative(written: dict, out_dir: Path) -> dict:

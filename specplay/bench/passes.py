@@ -6,8 +6,6 @@ yields over t_s / t_b. Pure arithmetic on numbers the bench measured."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from specplay.presets.methods import facts_of_kind
 from specplay.presets.speculation import Speculation
 
@@ -19,9 +17,9 @@ def draft_passes(kind: str, k: int) -> int | None:
     return facts_of_kind(kind).draft_passes(k)
 
 
-def preset_draft_passes(speculative_config: Mapping, k: int) -> int | None:
-    """The same for a preset's speculative_config (typed, or vLLM's keys)."""
-    return Speculation(speculative_config).facts.draft_passes(k)
+def preset_draft_passes(speculative_config: Speculation, k: int) -> int | None:
+    """The same for a preset's speculative_config."""
+    return speculative_config.facts.draft_passes(k)
 
 
 def measured_prediction(baseline_step_s: float | None, speculative_step_s: float | None, passes: int | None,

@@ -63,7 +63,7 @@ def _add(out: dict, name: str, prompts: list) -> None:
 
 def _context(settings, preset) -> dict[str, list]:
     max_tokens = settings.max_tokens or preset.default_max_tokens
-    context.check_lengths(settings.context_lengths, max_tokens, preset.target["max_model_len"])
+    context.check_lengths(settings.context_lengths, max_tokens, preset.target.max_model_len)
     if preset.prompt_input == "token_ids":
         return context.context_workloads(settings.context_lengths, settings.n, None, target_vocab_size(preset, 128256))
     try:

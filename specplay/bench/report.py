@@ -1,6 +1,7 @@
 """The bench's typed report (in the manner of GuideLLM's GenerativeBenchmarksReport): its rows, advice,
-settings and environment as frozen dataclasses, written to and read back from bench.json by `save` / `load`
-(the CLI's `--replot` and the page read it; nothing reads a bench result as a loose dict).
+settings and environment as frozen pydantic models, whose dump is bench.json and whose `model_validate` reads
+it back (`save` / `load`; the CLI's `--replot` and the page read it; nothing reads a bench result as a loose
+dict).
 
 The JSON keeps the bench's flat rows (one column per figure of `run.metrics.BENCH_FIGURES`, per-engine ones
 suffixed _baseline/_speculative, as the CSV), plus each row's `serving`: per engine, the figures in
@@ -10,15 +11,18 @@ suffixed _baseline/_speculative, as the CSV), plus each row's `serving`: per eng
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
 
 from specplay.bench.advice import Advice
+from specplay.bench.schedule import DynamicKReport
 from specplay.core.events import ROLES, position_rates
+from specplay.presets.schema import Published
 from specplay.run import metrics
 
 SCHEMA_VERSION = 2  # 2: environment nested, command a list, rows carry `serving` (vllm bench serve's keys)
@@ -27,12 +31,13 @@ SETTING_KEYS = ("workload", "temperature", "concurrency", "k", "acceptance", "re
 RUN_FIGURES = tuple(column for column, _, role in metrics.bench_columns() if role is None)
 
 
-@dataclass(frozen=True, kw_only=True)
-class BenchRow:
+class BenchRow(BaseModel):
     """One setting's measurement: the setting, the speculative engine's counters, the run figures, each
     engine's figures ({role: {figure key: value}}, keys as metrics.BENCH_FIGURES) and its serving figures
-    ({role: {vllm bench serve key: value}})."""
+    ({role: {vllm bench serve key: value}}). Its dump is bench.json's flat row (one column per figure, per
+    engine key_role, as the CSV); `model_validate` reads one back (a figure missing from an older file: None)."""
 
+    model_config = ConfigDict(frozen=True, extra="ignore")
     workload: str
     temperature: float
     concurrency: int
@@ -59,21 +64,25 @@ class BenchRow:
     identical: int | None = None
     tokens_baseline: int = 0
     tokens_speculative: int = 0
-    engines: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
-    serving: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    engines: dict[str, dict[str, float | None]] = {}
+    serving: dict[str, dict[str, Any]] = {}
 
-    @property
-    def setting(self) -> tuple:
-        return tuple(getattr(self, key) for key in SETTING_KEYS)
+    @model_validator(mode="before")
+    @classmethod
+    def _from_flat_row(cls, data):
+        """bench.json's flat row: the per-engine columns gathered into `engines`; an empty value (None) is
+        the field's default (an older file's missing figure)."""
+        if not isinstance(data, dict) or "engines" in data:
+            return data
+        engines: dict[str, dict] = {role: {} for role in ROLES}
+        for column, figure, role in metrics.bench_columns():
+            if role is not None:
+                engines[role][figure.key] = data.get(column)
+        return {**{k: v for k, v in data.items() if v is not None}, "engines": engines,
+                "serving": data.get("serving") or {}}
 
-    def engine(self, key: str, role: str) -> float | None:
-        return self.engines.get(role, {}).get(key)
-
-    def accepted_shares(self) -> list[float | None]:
-        """Per draft position, the share accepted of the drafts that reached it (see `accepted_shares`)."""
-        return accepted_shares(self.as_dict())
-
-    def as_dict(self) -> dict:
+    @model_serializer(mode="plain")
+    def _as_flat_row(self) -> dict:
         """The flat row of bench.json and the CSV: every figure one column (per engine: key_role)."""
         out = {key: getattr(self, key) for key in SETTING_KEYS}
         out.update(requests=self.requests, num_drafts=self.num_drafts, num_draft_tokens=self.num_draft_tokens,
@@ -88,25 +97,22 @@ class BenchRow:
             out["serving"] = {role: dict(values) for role, values in self.serving.items()}
         return out
 
-    @classmethod
-    def from_dict(cls, row: Mapping) -> "BenchRow":
-        """A flat row (bench.json's) back; a figure missing from an older file is None."""
-        engines: dict[str, dict] = {role: {} for role in ROLES}
-        for column, figure, role in metrics.bench_columns():
-            if role is not None:
-                engines[role][figure.key] = row.get(column)
-        known = {f.name for f in dataclasses.fields(cls)} - {"engines", "serving"}
-        values = {key: row[key] for key in known if row.get(key) is not None}
-        values["accepted_per_position"] = tuple(row.get("accepted_per_position") or ())
-        if row.get("drafted_per_position") is not None:
-            values["drafted_per_position"] = tuple(row["drafted_per_position"])
-        return cls(**values, engines=engines, serving=dict(row.get("serving") or {}))
+    @property
+    def setting(self) -> tuple:
+        return tuple(getattr(self, key) for key in SETTING_KEYS)
+
+    def engine(self, key: str, role: str) -> float | None:
+        return self.engines.get(role, {}).get(key)
+
+    def accepted_shares(self) -> list[float | None]:
+        """Per draft position, the share accepted of the drafts that reached it (see `accepted_shares`)."""
+        return accepted_shares(self.model_dump())
 
 
-@dataclass(frozen=True)
-class RateAdvice:
+class RateAdvice(BaseModel):
     """Open-loop rows of one (workload, temperature, k, acceptance): where speculation stops paying."""
 
+    model_config = ConfigDict(frozen=True)
     workload: str
     temperature: float
     k: int
@@ -115,25 +121,29 @@ class RateAdvice:
     sentence: str
 
 
-@dataclass(frozen=True)
-class Environment:
+class Environment(BaseModel):
     """Where the bench ran: the machine, its device, and each speculative variant's engines as vLLM
-    resolved them ({variant label: {role: engine info}})."""
+    resolved them ({variant label: {role: engine info as JSON}}, engine.base.engines_json)."""
 
+    model_config = ConfigDict(frozen=True)
     machine: str = ""
     device: str = ""
-    engines: Mapping[str, Mapping] = field(default_factory=dict)
+    engines: dict[str, dict[str, dict[str, Any]]] = {}
 
 
-@dataclass(frozen=True, kw_only=True)
-class BenchReport:
+class BenchReport(BaseModel):
+    """The bench's report. Its dump (`model_dump`, what `save` writes) is bench.json; `model_validate` (and
+    `load`) reads one back, this version's or an earlier one's (environment at the top level, `command` one
+    string, no `serving`, no `kind`)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
     preset: str
     method: str | None = None  # vLLM's, as the preset names it
     kind: str | None = None  # the method table's (presets.methods; PARD: "pard"), which the advice reads
     model: str | None = None  # the target as serve lines name it (vllm bench serve's model_id)
     loaded_k: int | None = None
     synthetic: bool = False
-    settings: Mapping[str, Any] = field(default_factory=dict)  # BenchSettings as run (workload names, max tokens)
+    settings: dict[str, Any] = {}  # BenchSettings as run (workload names, max tokens)
     environment: Environment = Environment()
     started_utc: str | None = None
     finished_utc: str | None = None
@@ -142,41 +152,33 @@ class BenchReport:
     rows: tuple[BenchRow, ...] = ()
     advice: tuple[Advice, ...] = ()
     rate_advice: tuple[RateAdvice, ...] = ()
-    dynamic_k: Mapping | None = None  # bench.schedule.as_json
-    vllm_bench_serve: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # workload -> role -> line
-    published: Mapping | None = None  # the preset's published acceptance (presets.schema.Published), if it cites one
+    dynamic_k: DynamicKReport | None = None  # the k to run per batch size (bench.schedule)
+    vllm_bench_serve: dict[str, dict[str, str]] = {}  # workload -> role -> line
+    published: Published | None = None  # the preset's published acceptance, if it cites one
 
-    def to_json(self) -> dict:
-        out = dataclasses.asdict(self)
-        out.update(schema_version=SCHEMA_VERSION, rows=[row.as_dict() for row in self.rows])
-        return _plain(out)  # lists for tuples, "inf" for an infinite request rate: what JSON holds
-
+    @model_validator(mode="before")
     @classmethod
-    def from_json(cls, data: Mapping) -> "BenchReport":
-        """bench.json's object back (this version's or an earlier one's); KeyError/TypeError/ValueError when
-        it is not a bench result."""
-        env = data.get("environment") or {"machine": data.get("machine") or "", "device": data.get("device") or "",
-                                          "engines": data.get("engines") or {}}  # before schema 2: at the top
-        command = data.get("command") or ()
-        known = {f.name for f in dataclasses.fields(Advice)}
-        return cls(
-            preset=data["preset"], method=data.get("method"), kind=data.get("kind") or data.get("method"),
-            model=data.get("model"), loaded_k=data.get("loaded_k"),
-            synthetic=bool(data.get("synthetic")), settings=dict(data.get("settings") or {}),
-            environment=Environment(**env), started_utc=data.get("started_utc"),
-            finished_utc=data.get("finished_utc"), cancelled=bool(data.get("cancelled")),
-            command=(command,) if isinstance(command, str) else tuple(command),
-            rows=tuple(BenchRow.from_dict(row) for row in data["rows"]),
-            advice=tuple(Advice(**{k: v for k, v in a.items() if k in known}) for a in data.get("advice") or ()),
-            rate_advice=tuple(RateAdvice(**a) for a in data.get("rate_advice") or ()),
-            dynamic_k=data.get("dynamic_k"), vllm_bench_serve=dict(data.get("vllm_bench_serve") or {}),
-            published=data.get("published"),
-        )
+    def _from_older_versions(cls, data):
+        if not isinstance(data, dict):
+            return data
+        data = {k: v for k, v in data.items() if v is not None or k in ("dynamic_k", "published")}
+        if "environment" not in data:  # before schema 2: at the top level
+            data["environment"] = {key: data.get(key) or default for key, default in
+                                   (("machine", ""), ("device", ""), ("engines", {}))}
+        if isinstance(data.get("command"), str):  # before schema 2: one line
+            data["command"] = (data["command"],)
+        data.setdefault("kind", data.get("method"))  # before kinds: the method was the kind
+        return data
+
+    @model_serializer(mode="wrap")
+    def _as_bench_json(self, handler) -> dict:
+        """Lists for tuples, "inf" for an infinite request rate: what JSON holds."""
+        return _plain({**handler(self), "schema_version": SCHEMA_VERSION})
 
     def save(self, path, files: Mapping | None = None) -> Path:
         """bench.json at `path`, with the files written beside it (paths relative to its folder)."""
         path = Path(path)
-        data = self.to_json()
+        data = self.model_dump()
         if files is not None:
             data["files"] = dict(files)
         path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
@@ -188,8 +190,8 @@ class BenchReport:
         path = Path(path)
         path = path / "bench.json" if path.is_dir() else path
         try:
-            return cls.from_json(json.loads(path.read_text()))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            return cls.model_validate(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:  # (pydantic's ValidationError is a ValueError)
             raise ValueError(f"{path}: not a bench result ({type(exc).__name__}: {exc})") from None
 
 

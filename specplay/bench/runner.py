@@ -29,8 +29,8 @@ from specplay.bench.report import SETTING_KEYS, BenchReport, BenchRow, Environme
 from specplay.bench.vllm_format import parse_goodput, serving
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
+from specplay.engine.base import engines_json
 from specplay.presets.catalog import Preset, engine_settings
-from specplay.presets import verifiers
 from specplay.bench.prompts import (  # noqa: F401 (load_prompts, TOKEN_IDS: the CLI's and tests' import path)
     TOKEN_IDS, BenchError, load_prompts, named_workloads,
 )
@@ -114,7 +114,7 @@ class Progress:
 
 # -- settings ---------------------------------------------------------------------------------------------
 def is_synthetic(preset: Preset) -> bool:
-    return verifiers.is_synthetic(preset.speculative_config)
+    return preset.speculative_config.synthetic
 
 
 def synthetic_rates(acceptance: float, k: int) -> list[float]:
@@ -130,7 +130,7 @@ def predicted_speedup(acceptance: float, k: int) -> float:
 
 
 def loaded_variant(preset: Preset) -> Variant:
-    rates = preset.speculative_config.get("synthetic_acceptance_rates") if is_synthetic(preset) else None
+    rates = preset.speculative_config.synthetic_acceptance_rates if is_synthetic(preset) else None
     return Variant(preset.num_speculative_tokens, float(rates[0]) if rates else None)
 
 
@@ -138,9 +138,9 @@ def variant_preset(preset: Preset, variant: Variant) -> Preset:
     """A copy of the preset whose speculative_config has this k (and synthetic rates)."""
     if variant == loaded_variant(preset):
         return preset
-    spec = dict(preset.speculative_config, num_speculative_tokens=variant.k)
-    if variant.acceptance is not None:
-        spec["synthetic_acceptance_rates"] = synthetic_rates(variant.acceptance, variant.k)
+    rates = {} if variant.acceptance is None else {"synthetic_acceptance_rates": synthetic_rates(variant.acceptance,
+                                                                                                  variant.k)}
+    spec = preset.speculative_config.replace(num_speculative_tokens=variant.k, **rates)
     return dataclasses.replace(preset, speculative_config=spec)
 
 
@@ -173,7 +173,7 @@ def check(settings: BenchSettings, preset: Preset) -> None:
         parse_goodput(settings.goodput)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
-    limit = preset.target["max_model_len"] // 2
+    limit = preset.target.max_model_len // 2
     if settings.max_tokens is not None and not 1 <= settings.max_tokens <= limit:
         bad("max tokens", f"1 to half of max_model_len ({limit})", settings.max_tokens)
 
@@ -276,7 +276,7 @@ class BenchRun:
                              "with one server per setting (specplay launch), or on in-process engines")
         self.max_tokens = settings.max_tokens or preset.default_max_tokens
         self.rows: list[BenchRow] = []
-        self.engines: dict[str, dict] = {}  # variant label -> pair.engine_info() while it was loaded
+        self.engines: dict[str, dict] = {}  # variant label -> pair.engine_info() (as JSON) while it was loaded
         self.started, self.finished = _now(), None
         self._loaded = loaded_variant(preset)
         self._warm: set = set()
@@ -297,7 +297,7 @@ class BenchRun:
                     yield Progress(done, plan.units, f"loading the speculative engine with {variant.label}")
                     self._swap(variant)
                     done += 1
-                self.engines[variant.label] = self.pair.engine_info()
+                self.engines[variant.label] = engines_json(self.pair.engine_info())  # the report keeps JSON
                 for setting in (s for s in plan.settings if s.variant == variant):
                     key = (setting.workload, setting.temperature, setting.concurrency, setting.request_rate)
                     where = f"{setting.workload} · T={setting.temperature:g} · " + (
@@ -367,15 +367,16 @@ class BenchRun:
             model=serve_model(self.preset.target.model), loaded_k=self.preset.num_speculative_tokens,
             synthetic=is_synthetic(self.preset),
             settings=dataclasses.asdict(settings),
-            environment=Environment(self.hardware.describe(), self.hardware.device, dict(self.engines)),
+            environment=Environment(machine=self.hardware.describe(), device=self.hardware.device,
+                                    engines=dict(self.engines)),
             started_utc=self.started, finished_utc=self.finished, cancelled=self.cancelled, command=tuple(command),
             rows=tuple(self.rows),
             advice=tuple(advise(self.rows, self.preset.num_speculative_tokens, self.preset.kind,
                                 spec_info.get("async_scheduling"))),
             rate_advice=tuple(rate_sentences(self.rows)),
             # num_speculative_tokens_per_batch_size from k × concurrency, with the runner caveat for this kind
-            dynamic_k=schedule.as_json(self.rows, self.preset.kind),
+            dynamic_k=schedule.dynamic_k_report(self.rows, self.preset.kind),
             vllm_bench_serve=vllm_bench_commands(self.preset, self.settings, self.max_tokens,
                                                  named_workloads(self.settings, self.preset)),
-            published=self.preset.published.model_dump() if getattr(self.preset, "published", None) else None,
+            published=self.preset.published,
         )

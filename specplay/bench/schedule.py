@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from pydantic import BaseModel, ConfigDict
 
 from specplay.presets.methods import facts_of_kind
 from specplay.presets.verifiers import is_synthetic
@@ -136,18 +137,41 @@ def runner_caveat(kind: str | None) -> str:
             "(fixed num_speculative_tokens) under data parallelism")
 
 
-def as_json(rows, kind: str | None = None) -> dict | None:
-    """The bench result's `dynamic_k`: the schedule, its speculative_config fragment (None: speculation off
-    everywhere), its sentence, the rule's figures and the runner caveat for the preset's method kind."""
+class ScheduleFragment(BaseModel):
+    """The `speculative_config` keys that ask vLLM for a schedule (vLLM's names)."""
+
+    model_config = ConfigDict(frozen=True)
+    num_speculative_tokens: int
+    num_speculative_tokens_per_batch_size: list[list[int]]
+
+
+class DynamicKReport(BaseModel):
+    """bench.json's `dynamic_k` (its dump; `model_validate` reads it back): the schedule, its speculative_config
+    fragment (None: speculation off everywhere), its sentence, the rule's figures and the runner caveat for
+    the preset's method kind. Files from before the rule's figures (best_k, low_end, rule, caveat) load too."""
+
+    model_config = ConfigDict(frozen=True)
+    schedule: list[list[int]]
+    speculative_config: ScheduleFragment | None = None
+    sentence: str
+    best_k: dict[str, int] = {}  # concurrency -> k (keys as JSON holds them)
+    low_end: dict[str, dict[str, float]] = {}  # concurrency -> k -> the low end the rule compared
+    rule: str | None = None
+    caveat: str | None = None
+
+
+def dynamic_k_report(rows, kind: str | None = None) -> DynamicKReport | None:
+    """The bench result's `dynamic_k`, for the preset's method kind; None where the table has no schedule."""
     dyn = dynamic_k(rows)
     if dyn is None:
         return None
-    return {"schedule": dyn.schedule, "speculative_config": dyn.fragment, "sentence": dyn.sentence(),
-            "best_k": {str(c): k for c, k in dyn.best_k.items()},
-            "low_end": {str(c): {str(k): round(v, 4) for k, v in by_k.items()} for c, by_k in (dyn.low or {}).items()},
-            "rule": f"a larger k only where its low end beats the smaller k's point (tie margin {TIE_MARGIN:.0%}); "
-                    "k=0 where none beats the baseline",
-            "caveat": runner_caveat(kind)}
+    return DynamicKReport(
+        schedule=dyn.schedule, speculative_config=dyn.fragment, sentence=dyn.sentence(),
+        best_k={str(c): k for c, k in dyn.best_k.items()},
+        low_end={str(c): {str(k): round(v, 4) for k, v in by_k.items()} for c, by_k in (dyn.low or {}).items()},
+        rule=f"a larger k only where its low end beats the smaller k's point (tie margin {TIE_MARGIN:.0%}); "
+             "k=0 where none beats the baseline",
+        caveat=runner_caveat(kind))
 
 
 def _rates(rates: list[float], k: int) -> list[float]:

@@ -21,19 +21,14 @@ from pathlib import Path
 SERVE_PARAMS, BENCH_PARAMS, SWEEP_DIR = "sweep_serve_params.json", "sweep_bench_params.json", "sweep"
 
 
-def _speculative_config(line: str) -> dict:
-    tokens = shlex.split(line)
-    return json.loads(tokens[tokens.index("--speculative-config") + 1])
-
-
 def serve_params(preset, variants) -> list[dict]:
     """One entry per speculative variant: its speculative_config as the serve line writes it."""
     from specplay.bench.runner import variant_preset
     from specplay.core.events import SPECULATIVE
-    from specplay.presets.engines import serve_command
+    from specplay.presets.engines import serve_line
 
     return [{"_benchmark_name": v.label.replace(", ", "-"),
-             "speculative_config": _speculative_config(serve_command(variant_preset(preset, v), SPECULATIVE))}
+             "speculative_config": serve_line(variant_preset(preset, v), SPECULATIVE).args["speculative_config"]}
             for v in variants]
 
 
@@ -53,7 +48,7 @@ def sweep_serve(preset, settings, variants, max_tokens: int, workloads, out_dir:
     from specplay.bench.latency import vllm_bench_commands
     from specplay.bench.vllm_format import SUMMARY_DIR
     from specplay.core.events import SPECULATIVE
-    from specplay.presets.engines import serve_command
+    from specplay.presets.engines import serve_line
     from specplay.bench.workloads import WorkloadError, workload_path
 
     paths = []
@@ -65,16 +60,13 @@ def sweep_serve(preset, settings, variants, max_tokens: int, workloads, out_dir:
     lines = vllm_bench_commands(preset, settings, max_tokens, workloads)
     if not paths or not lines:
         return None
-    tokens = shlex.split(serve_command(preset, SPECULATIVE))
-    env = list(itertools.takewhile(lambda t: "=" in t and not t.startswith("-"), tokens))  # e.g. VLLM_USE_V2_...
-    serve_cmd = shlex.join(tokens[len(env):])
+    serve = serve_line(preset, SPECULATIVE)  # the sweep runs its argv; its environment goes in front of ours
     bench_cmd = next(iter(lines.values()))[SPECULATIVE]
     folder = Path(out_dir) / SUMMARY_DIR
     folder.mkdir(parents=True, exist_ok=True)
     (folder / SERVE_PARAMS).write_text(json.dumps(serve_params(preset, variants), indent=1) + "\n")
     (folder / BENCH_PARAMS).write_text(json.dumps(bench_params(settings, paths), indent=1) + "\n")
-    parts = [*env, "vllm", "bench", "sweep", "serve", "--serve-cmd", serve_cmd, "--bench-cmd", bench_cmd,
+    parts = ["vllm", "bench", "sweep", "serve", "--serve-cmd", shlex.join(serve.argv), "--bench-cmd", bench_cmd,
              "--serve-params", str(folder / SERVE_PARAMS), "--bench-params", str(folder / BENCH_PARAMS),
              "-o", str(folder / SWEEP_DIR)]
-    quoted = [f"{k}={shlex.quote(v)}" for k, v in (e.split("=", 1) for e in env)]
-    return " ".join(quoted + [shlex.quote(p) for p in parts[len(env):]])
+    return " ".join([f"{k}={shlex.quote(v)}" for k, v in serve.env] + [shlex.quote(p) for p in parts])

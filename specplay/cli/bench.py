@@ -220,7 +220,7 @@ def report(result, written: dict, as_json: bool) -> None:
     from specplay.bench.outputs import text_table
 
     if as_json:
-        print(json.dumps({**result.to_json(), **breakdown.as_json(result.rows, result.published), "files": written}))
+        print(json.dumps({**result.model_dump(), **breakdown.as_json(result.rows, result.published), "files": written}))
         return
     print(text_table(result.rows))
     print()
@@ -235,11 +235,11 @@ def report(result, written: dict, as_json: bool) -> None:
         print(f"{rate.workload}, T={rate.temperature:g}, k={rate.k}, open loop: {rate.sentence}")
     if result.dynamic_k:
         dyn = result.dynamic_k
-        print(dyn["sentence"])
-        if dyn.get("speculative_config"):
-            print(f"  speculative_config: {json.dumps(dyn['speculative_config'])}")
-            if dyn.get("caveat"):  # whether vLLM's runner honours it for this method (bench.schedule)
-                print(f"  # {dyn['caveat']}")
+        print(dyn.sentence)
+        if dyn.speculative_config is not None:
+            print(f"  speculative_config: {json.dumps(dyn.speculative_config.model_dump())}")
+            if dyn.caveat:  # whether vLLM's runner honours it for this method (bench.schedule)
+                print(f"  # {dyn.caveat}")
     for workload, lines in result.vllm_bench_serve.items():
         print(f"\n# {workload} with vllm bench serve, on the two servers of `specplay serve-cmd` or `specplay launch`:")
         print("\n".join(lines.values()))

@@ -67,7 +67,7 @@ class InputError(ValueError):
 
 # -- inputs ------------------------------------------------------------------------------------------------
 def max_tokens_limit(preset: Preset) -> int:
-    return max(1, preset.target["max_model_len"] // 2)
+    return max(1, preset.target.max_model_len // 2)
 
 
 def parse_token_ids(text: str, vocab_size: int | None) -> tuple[int, ...]:

@@ -195,11 +195,11 @@ def _engine_rows(preset, device: str) -> list[EngineRow]:
     parts = [target]
     if facts.draft == "inside":
         parts = [target, _mtp_part(target, target_config, dtype)]
-    elif facts.needs_model or (facts.needs_model is None and isinstance(spec.get("model"), str)):
+    elif facts.needs_model or (facts.needs_model is None and spec.model is not None):
         # The draft runs in the target's dtype (vLLM's draft model config takes the target's).
-        draft_tp = spec.get("draft_tensor_parallel_size", tp)
+        draft_tp = spec.draft_tensor_parallel_size or tp
         head = preset.kind if facts.draft == "head" else None  # the head's shape by kind (shapes.count_eagle_head)
-        draft, _ = _model_part(facts.plan_label or "draft", spec["model"], dtype, draft_tp, spec.get("quantization"), head,
+        draft, _ = _model_part(facts.plan_label or "draft", spec.model, dtype, draft_tp, spec.quantization, head,
                                target_config)
         parts = [target, draft]
     rows.append(EngineRow(SPECULATIVE, parts))
@@ -271,7 +271,7 @@ def _plan_gpu(preset, hardware: Hardware, memory: MachineMemory, result: MemoryP
         row.gpus = list(range(first, first + tp))
         devices = [gpus[i] for i in row.gpus if i < len(gpus)] or [gpus[0]]
         total = min(d.total for d in devices)
-        util = getattr(preset.memory, f"{row.role}_gpu_memory_utilization")
+        util = preset.memory.gpu_share(row.role)
         row.reserve_bytes = int(util * total)
         row.overhead_bytes = int(GPU_OVERHEAD_FIXED_GIB * GIB + GPU_OVERHEAD_WEIGHT_SHARE * row.weight_bytes_per_device)
         _capacity(row, row.reserve_bytes - row.weight_bytes_per_device - row.overhead_bytes, preset.target.max_model_len)

@@ -73,7 +73,7 @@ def check_pair(preset) -> PairCheck:
     max_len, spec = preset.target.max_model_len, preset.speculative_config
     target = _config("target", preset.target.model, unchecked)
     mismatch = _length_mismatch("target", preset.target.model, target, max_len, checked) if target else None
-    draft_ref = spec.get("model") if preset.facts.draft == "model" else None
+    draft_ref = spec.model if preset.facts.draft == "model" else None
     if mismatch or not isinstance(draft_ref, str):  # heads share the target's embedding: vLLM checks them
         return PairCheck(mismatch, tuple(checked), tuple(unchecked))
     draft = _config("draft", draft_ref, unchecked)

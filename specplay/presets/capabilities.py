@@ -7,7 +7,7 @@ sentence that says why it can't run here (the page, `specplay presets` and `comp
 from __future__ import annotations
 
 from specplay.engine.vllm_facts import VllmFacts
-from specplay.presets.methods import facts_for
+from specplay.presets.speculation import Speculation
 
 INSTALLED = object()  # "ask the installed vLLM" (a test passes recorded facts instead)
 NO_V1 = "needs vLLM ≤ 0.33: Model Runner V1 was removed in 0.34"
@@ -32,34 +32,35 @@ def method_problem(method: str, facts: VllmFacts | None) -> str | None:
             f"{', '.join(sorted(m for m in facts.all_methods if m not in facts.mtp_aliases))}")
 
 
-def _choice_problem(spec: dict, key: str, choices, version: str) -> str | None:
-    value = spec.get(key)
+def _choice_problem(key: str, value: str | None, choices, version: str) -> str | None:
     if value is None or not choices or value in choices:
         return None
     return f"needs a vLLM whose {key} has {value!r}; vLLM {version} has {', '.join(choices)}"
 
 
-def vllm_problem(spec: dict, model_runner: str, facts) -> str | None:
+def vllm_problem(spec: Speculation, model_runner: str, facts) -> str | None:
     """The one sentence saying what this preset needs that the vLLM (`facts`) lacks; None when it can run."""
     facts = resolve(facts)
     if facts is None:
         return None
-    problem = method_problem(str(spec.get("method")), facts)
+    problem = method_problem(spec.method, facts)
     if problem:
         return problem
     if model_runner == "v1" and not facts.has_v1_runner:
         return NO_V1
     allowed = facts.parallel_drafting_methods
-    if spec.get("parallel_drafting") and allowed is not None and spec.get("method") not in allowed:
-        return NO_PARD.format(method=spec.get("method"), version=facts.version, allowed=" and ".join(sorted(allowed)))
-    return (_choice_problem(spec, "rejection_sample_method", facts.rejection_sample_methods, facts.version)
-            or _choice_problem(spec, "draft_sample_method", facts.draft_sample_methods, facts.version))
+    if spec.parallel_drafting and allowed is not None and spec.method not in allowed:
+        return NO_PARD.format(method=spec.method, version=facts.version, allowed=" and ".join(sorted(allowed)))
+    return (_choice_problem("rejection_sample_method", spec.rejection_sample_method, facts.rejection_sample_methods,
+                            facts.version)
+            or _choice_problem("draft_sample_method", spec.draft_sample_method, facts.draft_sample_methods,
+                               facts.version))
 
 
-def needed_package(spec: dict, facts=INSTALLED) -> tuple[str, str] | None:
+def needed_package(spec: Speculation, facts=INSTALLED) -> tuple[str, str] | None:
     """(import name, sentence) of a package this vLLM needs for the method: suffix needs arctic-inference
     only where vLLM's suffix proposer imports it (0.34's GPU suffix speculator doesn't)."""
-    needed = facts_for(spec).needs_package
+    needed = spec.facts.needs_package
     facts = resolve(facts)
     if needed and needed[0] == "arctic_inference" and facts is not None and not facts.suffix_needs_arctic:
         return None

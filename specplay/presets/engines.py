@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import dataclass
 
 from specplay.core.events import BASELINE, SPECULATIVE, EngineSettings
 from specplay.core.hardware import Hardware, core_layout, detect, split_cores
@@ -39,7 +40,7 @@ def dtype_for(preset: Preset, device: str) -> str:
 
 def where_it_pays(preset: Preset, device: str) -> str | None:
     """One sentence: where this preset is expected to pay, on this kind of device."""
-    return preset.pays_off.get(device)
+    return preset.pays_off.on(device)
 
 
 def engines_get_own_gpus(preset: Preset) -> bool:
@@ -62,13 +63,18 @@ def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
     if preset.prompt_input == "token_ids":
         args["skip_tokenizer_init"] = True
     if hardware.device == "gpu":
-        args["gpu_memory_utilization"] = preset.memory[f"{role}_gpu_memory_utilization"]
+        args["gpu_memory_utilization"] = preset.memory.gpu_share(role)
     if role == SPECULATIVE:
-        spec = preset.speculative_config.vllm
-        if "model" in spec:
-            spec["model"] = resolve_model(spec["model"])
-        args["speculative_config"] = spec
+        args["speculative_config"] = _vllm_keys(preset, resolve_model)
     return args
+
+
+def _vllm_keys(preset: Preset, name_model) -> dict:
+    """The speculative_config as vLLM gets it: the preset's keys verbatim, the draft named by `name_model`."""
+    spec = preset.speculative_config.vllm
+    if preset.speculative_config.model is not None:
+        spec["model"] = name_model(preset.speculative_config.model)
+    return spec
 
 
 def _engine_env(preset: Preset, role: str, hardware: Hardware) -> dict:
@@ -104,11 +110,11 @@ def draft_engine_settings(preset: Preset, hardware: Hardware | None = None) -> E
     the stepper's drafts for a draft-model preset come from its greedy continuations. None where the preset
     has no separate draft checkpoint that drafts one token a pass (EAGLE heads, MTP, PARD, n-gram...)."""
     spec = preset.speculative_config
-    if preset.facts.draft != "model" or not spec.get("model") or spec.get("parallel_drafting"):
+    if preset.facts.draft != "model" or not spec.model or spec.parallel_drafting:
         return None
     hardware = hardware or detect()
     baseline = engine_settings(preset, hardware)[0]
-    args = {**baseline.engine_args, "model": resolve_model(spec["model"])}
+    args = {**baseline.engine_args, "model": resolve_model(spec.model)}
     return EngineSettings("draft", args, baseline.env, baseline.host_cores)
 
 
@@ -135,29 +141,52 @@ def _per_request_flag(per_request: bool | None) -> bool:
     return per_request
 
 
-def serve_command(preset: Preset, role: str, hardware: Hardware | None = None,
-                  per_request: bool | None = None) -> str:
+@dataclass(frozen=True)
+class ServeLine:
+    """A `vllm serve` line in its parts: the environment it needs in front, the model, the engine arguments
+    (`speculative_config` a dict, as vLLM takes it) and the port. Read by its parts, never parsed back."""
+
+    env: tuple[tuple[str, str], ...]
+    model: str
+    args: dict
+    port: int
+
+    @property
+    def argv(self) -> list[str]:
+        """The command from `vllm` on, one argument each (without the environment)."""
+        return ["vllm", "serve", self.model, *cli_flags(self.args), "--port", str(self.port)]
+
+    def as_text(self) -> str:
+        """The line a shell takes: the environment in front, every part quoted."""
+        return " ".join([f"{k}={shlex.quote(v)}" for k, v in self.env] + [shlex.quote(a) for a in self.argv])
+
+
+def serve_line(preset: Preset, role: str, hardware: Hardware | None = None,
+               per_request: bool | None = None) -> ServeLine:
     """The `vllm serve` line this engine corresponds to, in today's syntax (flags as vLLM's CLI spells them),
-    with the environment it needs in front (e.g. VLLM_USE_V2_MODEL_RUNNER=0). Offline models are named by
-    their hub id (serve_model); the speculative line asks for per-request acceptance where the installed vLLM
-    has `--per-request-spec-decode-metrics` (`per_request`: None asks the installed vLLM)."""
+    with the environment it needs (e.g. VLLM_USE_V2_MODEL_RUNNER=0). Offline models are named by their hub
+    id (serve_model); the speculative line asks for per-request acceptance where the installed vLLM has
+    `--per-request-spec-decode-metrics` (`per_request`: None asks the installed vLLM)."""
     hardware = _serve_hardware(preset, hardware)
     args = _engine_args(preset, role, hardware)
     env = _engine_env(preset, role, hardware)
     for key in CPU_ENV:  # workarounds of the playground's, not part of the lesson
         env.pop(key, None)
     args.pop("model")
-    model = serve_model(preset.target.model)
-    if "model" in args.get("speculative_config", {}):
-        args["speculative_config"]["model"] = serve_model(preset.speculative_config["model"])
-    if role == SPECULATIVE and _per_request_flag(per_request):
-        from specplay.engine.probes import SERVER_PER_REQUEST_LEVEL
+    if role == SPECULATIVE:
+        args["speculative_config"] = _vllm_keys(preset, serve_model)
+        if _per_request_flag(per_request):
+            from specplay.engine.probes import SERVER_PER_REQUEST_LEVEL
 
-        args["per_request_spec_decode_metrics"] = SERVER_PER_REQUEST_LEVEL
-    parts = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + ["vllm", "serve", shlex.quote(model)]
-    parts += [shlex.quote(arg) for arg in cli_flags(args)]
-    parts += ["--port", str(BASELINE_PORT if role == BASELINE else SPECULATIVE_PORT)]
-    return " ".join(parts)
+            args["per_request_spec_decode_metrics"] = SERVER_PER_REQUEST_LEVEL
+    return ServeLine(tuple(env.items()), serve_model(preset.target.model), args,
+                     BASELINE_PORT if role == BASELINE else SPECULATIVE_PORT)
+
+
+def serve_command(preset: Preset, role: str, hardware: Hardware | None = None,
+                  per_request: bool | None = None) -> str:
+    """The serve line as text (serve_line)."""
+    return serve_line(preset, role, hardware, per_request).as_text()
 
 
 def cli_flags(engine_args: dict) -> list[str]:
@@ -177,14 +206,14 @@ def serve_notes(preset: Preset, role: str, hardware: Hardware | None = None) -> 
     """What a reader of the serve line should know, one sentence each (shown as `# ...` comment lines)."""
     hardware = _serve_hardware(preset, hardware)
     notes = [f"the installed vLLM can't run this line: {preset.vllm_problem}"] if preset.vllm_problem else []
-    refs = [preset.target.model] + ([preset.speculative_config["model"]]
-                                    if role == SPECULATIVE and "model" in preset.speculative_config else [])
+    draft = preset.speculative_config.model
+    refs = [preset.target.model] + ([draft] if role == SPECULATIVE and draft is not None else [])
     for ref in dict.fromkeys(refs):
         if ref.startswith(OFFLINE) and not SERVE_MODEL_IDS.get(ref):
             notes.append(f"{ref[len(OFFLINE):]} has no hub id: `specplay prepare` derives it on this machine "
                          f"(the path above is this machine's)")
     if hardware.device == "gpu" and not engines_get_own_gpus(preset):
-        util = preset.memory[f"{role}_gpu_memory_utilization"]
+        util = preset.memory.gpu_share(role)
         notes.append(f"--gpu-memory-utilization {util} is this engine's share of a GPU both engines use; a "
                      f"server alone on its GPU would use vLLM's default {DEFAULT_GPU_MEMORY_UTILIZATION}")
     return notes

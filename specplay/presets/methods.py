@@ -115,13 +115,18 @@ def _vllm_speculator(method: str) -> dict | None:
     return facts.speculators.get(method) if facts is not None else None
 
 
-def kind_of(speculative_config: dict) -> str:
-    method = str(speculative_config.get("method"))
-    if method == "draft_model" and speculative_config.get("parallel_drafting"):
+def kind_named(method: str, parallel_drafting: bool = False) -> str:
+    """The method table's key for vLLM's method name (PARD: a draft_model drafting in parallel)."""
+    if method == "draft_model" and parallel_drafting:
         return "pard"
     if method.endswith("_mtp"):  # vLLM's deprecated per-model names, which it maps to "mtp"
         return "mtp"
     return method
+
+
+def kind_of(speculative_config: dict) -> str:
+    """The same from vLLM's keys as written (a preset file's, a command line's: before they are typed)."""
+    return kind_named(str(speculative_config.get("method")), bool(speculative_config.get("parallel_drafting")))
 
 
 def facts_of_kind(kind: str) -> MethodFacts:

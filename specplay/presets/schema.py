@@ -13,8 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from specplay.core.events import BASELINE
 from specplay.presets.methods import MethodFacts
-from specplay.presets.speculation import K_MAX, K_MIN, Speculation
+from specplay.presets.speculation import Speculation
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schema.json"
 Dtype = Literal["auto", "float32", "float16", "bfloat16"]
@@ -26,18 +27,9 @@ class PresetError(ValueError):
 
 
 class _Section(BaseModel):
-    """A typed part of a preset; also readable as a mapping (`target["model"]`, `.get`) for older callers."""
+    """A typed part of a preset, read by attribute (`preset.target.model`)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    def __getitem__(self, key: str):
-        if key not in type(self).model_fields:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def get(self, key: str, default=None):
-        value = getattr(self, key, None) if key in type(self).model_fields else None
-        return default if value is None else value
 
 
 class Target(_Section):
@@ -59,10 +51,18 @@ class Memory(_Section):
     speculative_gpu_memory_utilization: float = Field(ge=0.05, le=0.9, description=_UTIL)
     cpu_kvcache_space_gib: int = Field(ge=1, le=64, description="1 to 64 GiB")
 
+    def gpu_share(self, role: str) -> float:
+        """The GPU fraction of this engine (core.events' BASELINE or SPECULATIVE)."""
+        return self.baseline_gpu_memory_utilization if role == BASELINE else self.speculative_gpu_memory_utilization
+
 
 class PaysOff(_Section):
     cpu: str | None = Field(None, description="a sentence for the CPU (required when device is 'any')")
     gpu: str = Field(description="one sentence: where this preset is expected to pay on a GPU")
+
+    def on(self, device: str) -> str | None:
+        """The sentence for this kind of device ("cpu" or "gpu")."""
+        return self.gpu if device == "gpu" else self.cpu
 
 
 class Published(_Section):
@@ -72,23 +72,6 @@ class Published(_Section):
                                           "acceptance length, 1 + accepted / drafts), from 1 to 17")
     source: str = Field(pattern=r"^https://\S+$", description="the https URL of the paper or model card that states it")
     conditions: str = Field(min_length=1, description="where it was measured: dataset, temperature, k, chain or tree")
-
-
-class SpeculativeSection(BaseModel):
-    """The keys the playground reads; every other key goes to vLLM verbatim (checked against the installed
-    vLLM's SpeculativeConfig when the preset loads)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    method: str = Field(min_length=1, description="a speculative method the installed vLLM has (its SpeculativeMethod "
-                        "or a registered custom method; checked when the preset loads)")
-    num_speculative_tokens: int = Field(ge=K_MIN, le=K_MAX, description=f"an integer from {K_MIN} to {K_MAX}")
-    model: str | None = Field(None, description="the draft model or head (not for n-gram, suffix, MTP)")
-    parallel_drafting: bool = False
-    draft_tensor_parallel_size: int | None = Field(None, ge=1, description="1 or the target's tensor_parallel_size")
-    prompt_lookup_min: int | None = Field(None, ge=1)
-    prompt_lookup_max: int | None = Field(None, ge=1)
-    rejection_sample_method: str | None = None
-    synthetic_acceptance_rates: list[float] | None = None
 
 
 class PresetFile(BaseModel):
@@ -102,7 +85,7 @@ class PresetFile(BaseModel):
     device: Literal["any", "gpu"] = Field(description="'any' (CPU or GPU) or 'gpu'")
     gpus: int | None = Field(None, ge=1, description="GPUs the pair needs (default: tensor_parallel_size)")
     target: Target
-    speculative_config: SpeculativeSection
+    speculative_config: Speculation  # the one model of it: typed keys, the rest kept for vLLM verbatim
     memory: Memory
     model_runner: ModelRunner = Field("auto", description="the speculative engine's vLLM model runner: "
                                       "VLLM_USE_V2_MODEL_RUNNER=0 (v1, vLLM 0.33 and older), =1 (v2), or vLLM's "
@@ -134,10 +117,6 @@ class Preset:
     model_runner: str = "auto"  # the speculative engine's: "v1" | "v2" | "auto"
     vllm_problem: str | None = None  # a key or method the installed vLLM lacks: the preset can't run here
     published: Published | None = None  # the checkpoint's published acceptance, where the preset cites one
-
-    def __post_init__(self):  # a dict (a copy with another k, an ad-hoc pair) becomes the typed section
-        if not isinstance(self.speculative_config, Speculation):
-            object.__setattr__(self, "speculative_config", Speculation(self.speculative_config))
 
     @property
     def method(self) -> str:

@@ -1,21 +1,23 @@
-"""A preset's `speculative_config`, typed: the method table's kind and facts, its verifier, whether its
-acceptance is synthetic, and the limits of k, beside vLLM's own keys kept verbatim (`vllm`: what the engine
-is given, and what `vllm serve --speculative-config` prints).
+"""A preset's `speculative_config`: one pydantic model, the preset schema's section and what every reader
+takes. `model_validate` reads vLLM's keys (a preset file's, a command line's, a bench.json's); `model_dump`
+(and `.vllm`) gives them back verbatim, the keys the author wrote in the order written, unknown-to-us ones
+included (vLLM's own, checked against the installed vLLM's SpeculativeConfig when the preset loads): what
+the engine is given, and what `vllm serve --speculative-config` prints.
 
 Readers take `kind` (and `facts`, the method table's row for it), never vLLM's `method`: PARD is vLLM's
 `draft_model` with `parallel_drafting: true`, a kind of its own whose step costs one draft pass, so a reader
-that looks facts up by the method name gets a draft model's k passes. It also reads as a read-only mapping
-of vLLM's keys (`spec["model"]`, `spec.get(...)`, `dict(spec)`), the raw config as written.
+that looks facts up by the method name gets a draft model's k passes. The keys the playground reads are typed
+fields (`spec.model`, `spec.prompt_lookup_min`); a copy with other keys is `replace(...)`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 
-from specplay.presets.methods import MethodFacts, facts_of_kind, kind_of
-from specplay.presets.verifiers import Verifier, is_synthetic, verifier_of
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_serializer, model_validator
+
+from specplay.presets.methods import MethodFacts, facts_of_kind, kind_named
+from specplay.presets.verifiers import SYNTHETIC, Verifier, verifier_named
 
 K_MIN, K_MAX = 1, 16  # num_speculative_tokens a preset (and a bench's --k) may ask for
 
@@ -30,50 +32,63 @@ class Limits:
         return self.k_min <= k <= self.k_max
 
 
-class Speculation(Mapping):
-    """One preset's speculative_config. Built from vLLM's keys (a mapping); immutable."""
+class Speculation(BaseModel):
+    """The keys the playground reads, typed; every other key goes to vLLM verbatim (checked against the
+    installed vLLM's SpeculativeConfig when the preset loads)."""
 
-    def __init__(self, config: Mapping):
-        raw = dict(config.vllm if isinstance(config, Speculation) else config)
-        object.__setattr__(self, "_raw", raw)
-        object.__setattr__(self, "kind", kind_of(raw))  # the method table's key (presets.methods)
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+    method: str = Field(min_length=1, description="a speculative method the installed vLLM has (its SpeculativeMethod "
+                        "or a registered custom method; checked when the preset loads)")
+    num_speculative_tokens: int = Field(ge=K_MIN, le=K_MAX, description=f"an integer from {K_MIN} to {K_MAX}")
+    model: str | None = Field(None, description="the draft model or head (not for n-gram, suffix, MTP)")
+    parallel_drafting: bool = False
+    draft_tensor_parallel_size: int | None = Field(None, ge=1, description="1 or the target's tensor_parallel_size")
+    prompt_lookup_min: int | None = Field(None, ge=1)
+    prompt_lookup_max: int | None = Field(None, ge=1)
+    rejection_sample_method: str | None = None
+    draft_sample_method: str | None = None
+    synthetic_acceptance_rates: list[float] | None = None
+    quantization: str | None = None  # the draft's (the memory plan reads it)
+    _written: tuple[str, ...] = PrivateAttr(())  # the keys as the author wrote them, in order
 
-    def __setattr__(self, name, value):
-        raise AttributeError("a preset's speculative_config is read-only: build a new Speculation")
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_keys(cls, data, handler):
+        spec = handler(data)
+        if isinstance(data, dict):  # (a Speculation given again is itself, keys and all)
+            spec._written = tuple(data)
+        return spec
 
-    # -- vLLM's keys ----------------------------------------------------------------------------------------
-    def __getitem__(self, key: str):
-        return self._raw[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
-
-    def __repr__(self) -> str:
-        return f"Speculation(kind={self.kind!r}, {self._raw!r})"
+    @model_serializer(mode="wrap")
+    def _as_written(self, handler) -> dict:
+        """Only the keys written, as written: a default the author left out is vLLM's to choose."""
+        data = handler(self)
+        return {key: data[key] for key in self._written if key in data}
 
     @property
     def vllm(self) -> dict:
-        """vLLM's speculative_config as the preset wrote it (a copy: the engine's to change)."""
-        return dict(self._raw)
+        """vLLM's speculative_config as the preset wrote it (a fresh dict: the engine's to change)."""
+        return self.model_dump()
 
+    def replace(self, **keys) -> "Speculation":
+        """A copy with these keys set (validated again; new keys after the written ones)."""
+        return Speculation.model_validate({**self.vllm, **keys})
+
+    # -- what the playground knows of it --------------------------------------------------------------------
     @property
-    def method(self) -> str:
-        """vLLM's name, for display and for vLLM; look nothing up by it (`kind`, `facts`)."""
-        return str(self._raw.get("method"))
+    def kind(self) -> str:
+        """The method table's key (presets.methods): vLLM's method, but PARD for a parallel draft_model."""
+        return kind_named(self.method, self.parallel_drafting)
 
     @property
     def k(self) -> int:
-        return int(self._raw["num_speculative_tokens"])
+        return self.num_speculative_tokens
 
     @property
     def draft_model(self) -> str | None:
-        return self._raw.get("model")
+        return self.model
 
-    # -- what the playground knows of it --------------------------------------------------------------------
-    @cached_property
+    @property
     def facts(self) -> MethodFacts:
         """The method table's row for this kind (neutral facts for a method the table doesn't know)."""
         return facts_of_kind(self.kind)
@@ -81,17 +96,16 @@ class Speculation(Mapping):
     @property
     def verifier(self) -> Verifier:
         """What its rejection_sample_method promises at temperature 0 (presets.verifiers)."""
-        return verifier_of(self._raw)
+        return verifier_named(self.rejection_sample_method)
 
     @property
     def synthetic(self) -> bool:
         """Synthetic acceptance (the dummy-* presets): speed figures only, acceptance set by the preset."""
-        return is_synthetic(self._raw)
+        return self.verifier.name == SYNTHETIC
 
     @property
     def limits(self) -> Limits:
         lookup = None
-        if self.facts.lookup and self._raw.get("prompt_lookup_min") is not None:
-            lo = int(self._raw["prompt_lookup_min"])
-            lookup = (lo, int(self._raw.get("prompt_lookup_max") or lo))
+        if self.facts.lookup and self.prompt_lookup_min is not None:
+            lookup = (self.prompt_lookup_min, self.prompt_lookup_max or self.prompt_lookup_min)
         return Limits(K_MIN, K_MAX, lookup)

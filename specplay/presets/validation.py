@@ -8,10 +8,10 @@ from pathlib import Path
 
 from specplay.presets import capabilities
 from specplay.presets.capabilities import INSTALLED
-from specplay.presets.methods import METHOD_FACTS, V2_UNSUPPORTED, facts_for
+from specplay.presets.methods import METHOD_FACTS, V2_UNSUPPORTED
 from specplay.presets.models import local_config, ref_problem
 from specplay.presets.schema import Preset, PresetError, PresetFile, parse
-from specplay.presets.verifiers import is_synthetic
+from specplay.presets.speculation import Speculation
 
 _PARALLEL_TOKEN_KEYS = ("pard_token", "mask_token_id", "ptd_token_id")  # what vLLM's proposer reads
 
@@ -66,43 +66,42 @@ def _check_vllm_method(source: Path, spec, facts) -> None:
               f"{', '.join(close)})", method)
 
 
-def _check_draft(source: Path, spec: dict, facts, tp: int) -> None:
-    method = spec["method"]
+def _check_draft(source: Path, spec: Speculation, tp: int) -> None:
+    method, facts = spec.method, spec.facts
     if facts.needs_model is None:  # a method the table doesn't know: vLLM checks its own needs at start
         pass
     elif facts.needs_model:
-        if not isinstance(spec.get("model"), str):
-            _fail(source, "speculative_config.model", f"the draft model for method '{method}'", spec.get("model"))
-        _check_ref(source, "speculative_config.model", spec["model"])
-    elif "model" in spec:
+        if spec.model is None:
+            _fail(source, "speculative_config.model", f"the draft model for method '{method}'", None)
+        _check_ref(source, "speculative_config.model", spec.model)
+    elif spec.model is not None:
         why = {"inside": "its MTP layers are inside the target"}.get(facts.draft, "it looks up the prompt")
-        _fail(source, "speculative_config.model", f"no model for method '{method}' ({why})", spec["model"])
-    draft_tp = spec.get("draft_tensor_parallel_size")
+        _fail(source, "speculative_config.model", f"no model for method '{method}' ({why})", spec.model)
+    draft_tp = spec.draft_tensor_parallel_size
     if draft_tp is not None and draft_tp not in (1, tp):
         _fail(source, "speculative_config.draft_tensor_parallel_size",
               f"1 or the target's tensor_parallel_size ({tp})", draft_tp)
     parallel = sorted({f.method for f in METHOD_FACTS.values() if f.parallel})  # PARD's draft_model, DFlash, DSpark
-    if spec.get("parallel_drafting") and method not in parallel:
+    if spec.parallel_drafting and method not in parallel:
         _fail(source, "speculative_config.parallel_drafting",
               f"true only with method {' or '.join(map(repr, parallel))} (draft_model: PARD)", True)
-    if facts.kind == "pard":
-        config = local_config(spec["model"])  # a hub draft's config is checked by vLLM at start
+    if spec.kind == "pard":
+        config = local_config(spec.model)  # a hub draft's config is checked by vLLM at start
         if config is not None and not any(isinstance(config.get(k), int) for k in _PARALLEL_TOKEN_KEYS):
             _fail(source, "speculative_config.model", "a PARD draft whose config.json has pard_token "
-                  "(the id vLLM puts in the slots it drafts in parallel)", spec["model"])
+                  "(the id vLLM puts in the slots it drafts in parallel)", spec.model)
 
 
-def _check_speculative_config(source: Path, spec: dict, tp: int) -> None:
-    facts = facts_for(spec)
-    k = spec["num_speculative_tokens"]
-    if facts.lookup:
-        lo, hi = spec.get("prompt_lookup_min"), spec.get("prompt_lookup_max")
-        if not (isinstance(lo, int) and isinstance(hi, int) and 1 <= lo <= hi):
+def _check_speculative_config(source: Path, spec: Speculation, tp: int) -> None:
+    """The rules across its keys (the schema typed each one)."""
+    if spec.facts.lookup:
+        lo, hi = spec.prompt_lookup_min, spec.prompt_lookup_max
+        if lo is None or hi is None or lo > hi:
             _fail(source, "speculative_config.prompt_lookup_min/max", "integers with 1 <= min <= max", (lo, hi))
-    _check_draft(source, spec, facts, tp)
-    if is_synthetic(spec):
-        rates = spec.get("synthetic_acceptance_rates")
-        if not (isinstance(rates, list) and len(rates) == k and all(0 <= r <= 1 for r in rates)
+    _check_draft(source, spec, tp)
+    if spec.synthetic:
+        rates, k = spec.synthetic_acceptance_rates, spec.k
+        if not (rates is not None and len(rates) == k and all(0 <= r <= 1 for r in rates)
                 and all(a >= b for a, b in zip(rates, rates[1:]))):
             _fail(source, "speculative_config.synthetic_acceptance_rates",
                   f"{k} non-increasing probabilities, one per draft position", rates)
@@ -118,20 +117,21 @@ def _check_memory(source: Path, f: PresetFile, gpus: int) -> None:
               "or set gpus to twice tensor_parallel_size to give each engine its own)", round(total, 3))
 
 
-def _check_rules(source: Path, f: PresetFile, spec: dict, gpus: int, facts) -> None:
+def _check_rules(source: Path, f: PresetFile, gpus: int, vllm) -> None:
     if f.device == "any" and not f.pays_off.cpu:
         _fail(source, "pays_off.cpu", "a sentence for the CPU (this preset runs there)", "nothing")
     if f.name != source.stem:
         _fail(source, "name", f"the file name without .yaml ({source.stem!r})", f.name)
     _check_ref(source, "target.model", f.target.model)
+    spec = f.speculative_config
     _check_speculative_config(source, spec, f.target.tensor_parallel_size)
-    vllm, facts = facts, facts_for(spec)
+    facts = spec.facts
     config = local_config(f.target.model) if facts.draft == "inside" else None
     if config is not None and not (config.get("num_nextn_predict_layers") or config.get("mtp_num_hidden_layers")):
         _fail(source, "target.model", f"a target whose config.json has MTP layers (num_nextn_predict_layers) "
-              f"for method '{spec['method']}'", f.target.model)
+              f"for method '{spec.method}'", f.target.model)
     if facts.gpu_only and f.device != "gpu":
-        _fail(source, "device", f"'gpu' (method '{spec['method']}' runs on a GPU only)", f.device)
+        _fail(source, "device", f"'gpu' (method '{spec.method}' runs on a GPU only)", f.device)
     if f.model_runner == "v2" and facts.v2 == V2_UNSUPPORTED and capabilities.has_v1_runner(vllm) is not False:
         _fail(source, "model_runner", f"'v1' or 'auto' ({facts.kind}: vLLM runs it on V1 only)", f.model_runner)
     _check_memory(source, f, gpus)
@@ -158,9 +158,9 @@ def validate(data, source: Path, facts=INSTALLED) -> Preset:
             else:
                 raise
     f = parse(data, source)
-    spec = dict(data["speculative_config"])  # vLLM's keys verbatim, as written
+    spec = f.speculative_config  # the validated section is the preset's: vLLM's keys kept as written
     gpus = f.gpus if f.gpus is not None else f.target.tensor_parallel_size
-    _check_rules(source, f, spec, gpus, facts)
+    _check_rules(source, f, gpus, facts)
     return Preset(
         name=f.name, description=f.description.strip(), guide_section=f.guide_section,
         notes=(f.notes or "").strip(), device=f.device, gpus=gpus, target=f.target, speculative_config=spec,
@@ -168,6 +168,6 @@ def validate(data, source: Path, facts=INSTALLED) -> Preset:
         ignore_eos=f.ignore_eos, source=source,
         pays_off=f.pays_off.model_copy(update={k: v.strip() for k, v in f.pays_off.model_dump().items() if v}),
         model_runner=f.model_runner, published=f.published,
-        vllm_problem=capabilities.method_problem(spec["method"], facts) or mismatch
+        vllm_problem=capabilities.method_problem(spec.method, facts) or mismatch
         or capabilities.vllm_problem(spec, f.model_runner, facts),
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT = "standard"  # vLLM's default when speculative_config names none
+SYNTHETIC = "synthetic"  # the dummy-* presets' verifier: acceptance set by the preset
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ VERIFIERS = {v.name: v for v in (
     # lossless joint verification: at T=0 it accepts exactly what the standard verifier does; it can accept more
     # only when sampling (measured on the H200: the same tokens per step as standard at T=0, 14/14 identical)
     Verifier("block", True),
-    Verifier("synthetic", False, reads_target=False, why_different=(
+    Verifier(SYNTHETIC, False, reads_target=False, why_different=(
         "Why: this preset accepts drafted tokens synthetically (dummy weights), so outputs differ by design; "
         "watch the speed, not the text.")),
     Verifier("fly", False, why_different=(
@@ -42,10 +43,14 @@ def verifier_named(name: str | None) -> Verifier:
         "whether it keeps the target's output exact is for vLLM's documentation of it to say."))
 
 
-def verifier_of(speculative_config: dict | None) -> Verifier:
-    return verifier_named((speculative_config or {}).get("rejection_sample_method"))
+def verifier_of(speculative_config) -> Verifier:
+    """The verifier of a typed speculative_config (presets.speculation.Speculation), or of vLLM's keys as
+    written (a dict, before they are typed; None: vLLM's default)."""
+    if speculative_config is None or isinstance(speculative_config, dict):
+        return verifier_named((speculative_config or {}).get("rejection_sample_method"))
+    return verifier_named(speculative_config.rejection_sample_method)
 
 
-def is_synthetic(speculative_config: dict | None) -> bool:
+def is_synthetic(speculative_config) -> bool:
     """Synthetic acceptance (the dummy-* presets): speed figures only, acceptance set by the preset."""
-    return verifier_of(speculative_config).name == "synthetic"
+    return verifier_of(speculative_config).name == SYNTHETIC

@@ -31,6 +31,7 @@ from typing import Callable, Sequence
 
 from specplay.core.events import PER_REQUEST
 from specplay.presets.methods import facts_of_kind
+from specplay.presets.speculation import Speculation
 
 # Drafts recomputable from the context: vLLM's CPU n-gram proposer, whose port the engine tests check against
 # vLLM's own function (ngram_gpu is another implementation, not checked: its steps show counts only).
@@ -197,7 +198,7 @@ def counted_steps(output, sizes, times, k: int, exact_chunks: bool) -> tuple[Ste
     return tuple(steps)
 
 
-def step_detail(prompt_ids: Sequence[int], side, speculative_config: dict, kind: str,
+def step_detail(prompt_ids: Sequence[int], side, speculative_config: Speculation, kind: str,
                 max_model_len: int = 1 << 30, propose: Callable[[list[int]], list[int]] | None = None) -> StepDetail:
     """The speculative engine's decode steps after a run. `side`: its EngineTrace or EngineResult (token_ids,
     step_sizes, step_times, steps); `kind`: the method's kind (presets.methods); `propose(context)`: a
@@ -205,11 +206,11 @@ def step_detail(prompt_ids: Sequence[int], side, speculative_config: dict, kind:
     output, sizes, times = list(side.token_ids), list(side.step_sizes), list(side.step_times)
     if len(sizes) < 2 or len(times) != len(sizes):
         return StepDetail((), None)
-    k = int(speculative_config.get("num_speculative_tokens") or 0)
+    k = speculative_config.k
     context = list(prompt_ids) + output
     if kind in LOOKUP_METHODS or propose is not None:
-        lo = int(speculative_config.get("prompt_lookup_min") or 1)
-        hi = int(speculative_config.get("prompt_lookup_max") or lo)
+        lo = speculative_config.prompt_lookup_min or 1
+        hi = speculative_config.prompt_lookup_max or lo
 
         def at(i: int) -> list[int]:
             upto = context[:len(prompt_ids) + i]

@@ -71,7 +71,7 @@ def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
     assert saved["rows"] == result["rows"] and saved["settings"]["k"] == []
     from specplay.bench.report import BenchReport
 
-    assert BenchReport.load(out).to_json() == {k: v for k, v in saved.items() if k != "files"}  # typed, the same
+    assert BenchReport.load(out).model_dump() == {k: v for k, v in saved.items() if k != "files"}  # typed, the same
     summary = json.loads((out / "vllm" / "summary.json").read_text())  # vllm bench sweep's format, one per engine
     assert len(summary) == 2 * len(saved["rows"]) and all(r["completed"] == 1 for r in summary)
     assert saved["files"]["png"] == ["acceptance_per_position.png", "speedup_vs_temperature.png"]

@@ -66,7 +66,7 @@ def _check_the_port_against_vllm(contexts, config):
 
     rng = random.Random(0)
     randoms = [[rng.randrange(6) for _ in range(rng.randrange(1, 60))] for _ in range(300)]
-    lo, hi, k = config["prompt_lookup_min"], config["prompt_lookup_max"], config["num_speculative_tokens"]
+    lo, hi, k = config.prompt_lookup_min, config.prompt_lookup_max, config.k
     for context in contexts + randoms:
         for mn, mx, kk, limit in ((lo, hi, k, 2048), (1, 3, 5, len(context) + 2)):
             want = vllm_fn.py_func(np.asarray(context, dtype=np.int32), mn, mx, limit, kk).tolist()

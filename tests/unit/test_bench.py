@@ -39,10 +39,10 @@ def test_h200_sweep_expands_to_one_row_per_setting_with_the_baseline_once_per_co
     runs = [s.variant for s in plan.settings]
     assert [v for i, v in enumerate(runs) if i == 0 or runs[i - 1] != v] == list(plan.variants)
     v = variant_preset(preset, Variant(7, 0.9))
-    assert v.speculative_config["num_speculative_tokens"] == 7
-    assert v.speculative_config["synthetic_acceptance_rates"] == synthetic_rates(0.9, 7)
-    assert v.speculative_config["synthetic_acceptance_rates"][:3] == [0.9, 0.81, 0.729]
-    assert preset.speculative_config["num_speculative_tokens"] == 3  # the preset itself is untouched
+    assert v.speculative_config.num_speculative_tokens == 7
+    assert v.speculative_config.synthetic_acceptance_rates == synthetic_rates(0.9, 7)
+    assert v.speculative_config.synthetic_acceptance_rates[:3] == [0.9, 0.81, 0.729]
+    assert preset.speculative_config.num_speculative_tokens == 3  # the preset itself is untouched
     assert variant_preset(preset, Variant(3, 0.7)) is preset
     gpu = Hardware(1, "H200", (0, 1))
     base, spec = engine_settings(v, gpu)
@@ -65,7 +65,7 @@ def test_a_pard_k_sweep_keeps_parallel_drafting_and_one_draft_pass_at_every_k():
         assert spec["parallel_drafting"] is True and spec["method"] == "draft_model"
         assert spec["model"].endswith("/llama-3.2-1b-pard-shaped")  # bundled: resolved to its folder
         assert spec["synthetic_acceptance_rates"] == pytest.approx(synthetic_rates(0.7, variant.k), abs=1e-6)
-        assert preset_draft_passes(spec, variant.k) == 1
+        assert preset_draft_passes(variant_preset(preset, variant).speculative_config, variant.k) == 1
 
 
 def test_settings_that_cannot_run_are_refused_before_any_engine_starts(tmp_path):
@@ -96,7 +96,7 @@ def test_bench_row_pools_requests_and_the_speedup_decomposes_exactly():
     s = batch(SPECULATIVE, [trace(SPECULATIVE, [1, 3, 3, 3, 1], 0.06, ids=list(range(11))),
                             trace(SPECULATIVE, [1] + [2] * 10, 0.12, ids=[7] * 21)],
               SpecDecodeCounters(14, 42, 14, (10, 3, 1)), wall=1.3)
-    row = bench_row(Setting("code", 0.0, 2, 3), b, s).as_dict()  # as bench.json and the CSV hold it
+    row = bench_row(Setting("code", 0.0, 2, 3), b, s).model_dump()  # as bench.json and the CSV hold it
     # pooled: (10 + 20) decode tokens over (0.5 + 2.0) s baseline, (10 + 20) over (0.24 + 1.2) s speculative
     assert row["tokens_per_s_baseline"] == pytest.approx(30 / 2.5, rel=1e-3)
     assert row["tokens_per_s_speculative"] == pytest.approx(30 / 1.44, rel=1e-3)
@@ -119,11 +119,13 @@ def test_predicted_speedup_is_one_plus_the_rates():
 # -- the prediction from measured pass times ----------------------------------------------------------------
 def test_draft_passes_follow_each_methods_cost_model():
     from specplay.bench.passes import draft_passes, preset_draft_passes
+    from specplay.presets.speculation import Speculation
 
     assert [draft_passes(m, 5) for m in ("ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp")] == [
         0, 0, 5, 5, 5, 5]
     assert draft_passes("pard", 5) == 1  # by kind: PARD is draft_model with parallel_drafting
-    assert preset_draft_passes({"method": "draft_model", "parallel_drafting": True}, 4) == 1
+    pard = Speculation(method="draft_model", num_speculative_tokens=4, parallel_drafting=True)
+    assert preset_draft_passes(pard, 4) == 1
     assert preset_draft_passes(get_preset("smollm2-ngram").speculative_config, 4) == 0
 
 

@@ -13,7 +13,7 @@ import yaml
 
 from specplay.bench import breakdown, context, datasets
 from specplay.bench.charts import figures
-from specplay.bench.report import BenchRow
+from specplay.bench.report import BenchReport, BenchRow
 from specplay.bench.runner import BenchError, BenchRun, BenchSettings, load_prompts
 from specplay.core.hardware import Hardware
 from specplay.engine.base import template_ids
@@ -107,7 +107,7 @@ def _row(workload, drafts, drafted, accepted, speedup, k=4):
 
 def test_acceptance_per_category_with_the_published_figure_beside_it():
     rows = [_row("mt:writing", 10, 40, 10, 1.1), _row("mt:coding", 10, 40, 30, 1.8), _row("code", 5, 20, 5, 1.0)]
-    published = {"mean_acceptance_length": 3.2, "source": "https://example.org/card", "conditions": "MT-bench, T=0"}
+    published = Published(mean_acceptance_length=3.2, source="https://example.org/card", conditions="MT-bench, T=0")
     lines = breakdown.by_category(rows, published)
     assert [(x["category"], x["acceptance_rate"], x["mean_acceptance_length"]) for x in lines] == [
         ("writing", 0.25, 2.0), ("coding", 0.75, 4.0), ("all categories", 0.5, 3.0)]  # pooled: 40/80, 1 + 40/20
@@ -140,7 +140,9 @@ def test_the_bench_report_carries_the_categories_and_the_presets_published_figur
                      load_prompts(settings, preset), Hardware(0, None, (0, 1)), warmup=False)
     list(bench.run())
     report = bench.result()
-    assert report.published["mean_acceptance_length"] == 2.5
+    assert report.published == cited  # typed, and back from bench.json the same
+    assert BenchReport.model_validate(json.loads(json.dumps(report.model_dump()))).published == cited
+    assert report.model_dump()["published"]["mean_acceptance_length"] == 2.5
     assert {r.workload for r in report.rows} == {f"spec-bench-mini:{c}" for c in SPEC_BENCH_CATEGORIES}
     # the command line: --dataset and its per-category table on stdout
     assert main(["bench", "--preset", NGRAM, "--dataset", "spec-bench-mini", "--n", "1", "--max-tokens", "8",

@@ -66,7 +66,7 @@ def test_rate_sweep_rows_sit_beside_the_closed_loop_ones_and_get_their_arrivals(
     bench = BenchRun(pair, preset, settings, {"qa": [WorkloadPrompt("x", prompt="x")] * 3},
                      Hardware(0, None, (0, 1)), warmup=False)
     list(bench.run())
-    result = bench.result().to_json()  # as bench.json holds it
+    result = bench.result().model_dump()  # as bench.json holds it
     assert [r["request_rate"] for r in result["rows"]] == [None, 2.0, "inf"]
     assert pair.arrivals[0] is None and pair.arrivals[2] == latency.poisson_arrivals(3, 2.0, 0)
     assert result["settings"]["request_rate"] == [2.0, "inf"]

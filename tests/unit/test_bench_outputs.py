@@ -8,7 +8,6 @@ import io
 import json
 import subprocess
 import sys
-from dataclasses import replace
 
 import pytest
 
@@ -60,14 +59,14 @@ def test_open_loop_rows_get_their_own_chart_and_stay_off_the_concurrency_axis():
 
 
 def test_predicted_and_measured_chart_for_synthetic_acceptance():
-    rows = [replace(r, acceptance=a, predicted_speedup=predicted_speedup(a, r.k), workload="token-ids")
+    rows = [r.model_copy(update=dict(acceptance=a, predicted_speedup=predicted_speedup(a, r.k), workload="token-ids"))
             for a in (0.5, 0.9) for r in synthetic_rows(workloads=("x",), temps=(0.0,), concs=(1,))]
     figs = bench_charts.figures(rows, preset_k=3, synthetic=True)
     traces = {t.name: t for t in figs["predicted_vs_measured"].data}
     assert list(traces["a=0.9 predicted"].y) == [round(predicted_speedup(0.9, k), 3) for k in (2, 4, 6)]
     assert "token-ids, a=0.5 measured" in traces
     assert "token-ids, a=0.5 predicted (pass times)" not in traces  # rows without a cost model: no line
-    timed = [replace(r, predicted_speedup_measured=r.predicted_speedup / r.step_cost_ratio) for r in rows]
+    timed = [r.model_copy(update=dict(predicted_speedup_measured=r.predicted_speedup / r.step_cost_ratio)) for r in rows]
     traces = {t.name: t for t in bench_charts.predicted_vs_measured(bench_charts.flat_rows(timed)).data}
     line = traces["token-ids, a=0.9 predicted (pass times)"]
     assert list(line.x) == [2, 4, 6] and line.line.dash == "dash"
@@ -131,7 +130,7 @@ def test_replot_redraws_a_saved_bench_without_engines(tmp_path):
 def test_replot_merges_a_sweep_split_over_runs_into_one_result(tmp_path):
     rows = synthetic_rows(workloads=("code",), ks=(2, 4, 6), temps=(0.0,), concs=(1,))
     first, second = rows[:2], rows[1:]  # k=4 measured in both runs: the later run's row stands
-    second = [replace(r, speedup=9.0) if r.k == 4 else r for r in second]
+    second = [r.model_copy(update=dict(speedup=9.0)) if r.k == 4 else r for r in second]
     for name, part, ks in (("a", first, [2, 4]), ("b", second, [4, 6])):
         bench_report.write_results(tmp_path / name, BenchReport(
             preset="p", method="ngram", loaded_k=4, rows=tuple(part), command=(f"run {name}",),

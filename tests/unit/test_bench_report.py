@@ -6,7 +6,6 @@ loading, and every key we write in vLLM's format one that the installed vLLM's `
 from __future__ import annotations
 
 import ast
-import dataclasses
 import importlib.util
 import json
 import re
@@ -42,14 +41,16 @@ def test_a_report_saved_loads_back_typed_and_the_same(tmp_path):
     path = report.save(tmp_path / "bench.json")
     loaded = BenchReport.load(tmp_path)  # the folder or the file
     assert loaded.rows == report.rows and loaded.advice == report.advice and loaded.rate_advice == report.rate_advice
-    assert loaded.to_json() == report.to_json() == json.loads(path.read_text())
+    assert loaded.model_dump() == report.model_dump() == json.loads(path.read_text())
     assert all(isinstance(a, Advice) for a in loaded.advice) and isinstance(loaded.rate_advice[0], RateAdvice)
     row = loaded.rows[0]
     assert isinstance(row, BenchRow) and row.speedup == pytest.approx(row.tokens_per_step_ratio / row.step_cost_ratio,
                                                                       rel=0.01)
     assert [r.request_rate for r in loaded.rows] == [None, None, 4.0, "inf"]  # vllm bench serve's "inf"
     assert loaded.settings["request_rate"] == [4.0, "inf"] and loaded.command == report.command
-    assert loaded.environment.engines == {"k=4": {BASELINE: {}, SPECULATIVE: {"num_speculative_tokens": 4}}}
+    assert loaded.environment.engines == report.environment.engines  # each engine's info, as JSON
+    assert loaded.environment.engines["k=4"][BASELINE] == {}  # (an engine info with nothing known)
+    assert loaded.environment.engines["k=4"][SPECULATIVE]["num_speculative_tokens"] == 4
     with pytest.raises(ValueError, match="not a bench result"):
         BenchReport.load(tmp_path / "missing.json")
 
@@ -65,13 +66,13 @@ def test_the_results_of_earlier_versions_load(name):
     assert report.environment.device == raw["device"]
     assert report.command == (tuple(command) if isinstance(command, list) else (command,))
     assert [r.speedup for r in report.rows] == [r["speedup"] for r in raw["rows"]]
-    assert [r.as_dict()["ttft_p50_s_speculative"] for r in report.rows] == [
+    assert [r.model_dump()["ttft_p50_s_speculative"] for r in report.rows] == [
         r.get("ttft_p50_s_speculative") for r in raw["rows"]]
 
 
 def test_a_rows_declared_figures_are_the_metrics_run_figures():
     """Each figure is defined once (run.metrics); BenchRow declares a field for each run-scope one."""
-    fields = {f.name for f in dataclasses.fields(BenchRow)}
+    fields = set(BenchRow.model_fields)
     assert set(RUN_FIGURES) <= fields and {"speedup", "acceptance_rate", "draft_pass_cost"} <= set(RUN_FIGURES)
 
 

@@ -4,13 +4,12 @@ num_speculative_tokens_per_batch_size, and a preset saved with it that the catal
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from specplay.bench.report import BenchRow
-from specplay.bench.schedule import as_json, dynamic_k, save_preset
+from specplay.bench.schedule import DynamicKReport, dynamic_k, dynamic_k_report, save_preset
 from specplay.core.paths import PRESETS_DIR
 from specplay.presets.catalog import load_file
 
@@ -80,7 +79,7 @@ def test_off_everywhere_has_no_fragment_and_no_preset(tmp_path):
     dyn = dynamic_k(rows)
     assert dyn.schedule == [[1, 1024, 0]] and dyn.fragment is None
     assert "serve without a speculative_config" in dyn.sentence()
-    assert as_json(rows)["speculative_config"] is None
+    assert dynamic_k_report(rows).speculative_config is None
     with pytest.raises(ValueError, match="slower than the baseline at every level"):
         save_preset(PRESETS_DIR / "dummy-llama8b-draft1b-k3.yaml", "never-on", dyn, tmp_path)
 
@@ -90,15 +89,29 @@ def test_the_printed_fragment_carries_the_runner_caveat(capsys):
     from specplay.cli.bench import report
 
     rows = h200_repeats()
-    known = as_json(rows, "draft_model")
-    assert "draft_model drafter" in known["caveat"] and "not recorded for vLLM 0.34" in known["caveat"]
-    assert "k=0 where none beats the baseline" in known["rule"]
-    unknown = as_json(rows, "zflash")["caveat"]
+    known = dynamic_k_report(rows, "draft_model")
+    assert "draft_model drafter" in known.caveat and "not recorded for vLLM 0.34" in known.caveat
+    assert "k=0 where none beats the baseline" in known.rule
+    unknown = dynamic_k_report(rows, "zflash").caveat
     assert "not known to the playground" in unknown and "zflash" in unknown
     written = {"csv": "bench.csv", "json": "bench.json", "html": [], "png": []}
     report(BenchReport(preset="p", rows=tuple(rows), dynamic_k=known), written, as_json=False)
     out = capsys.readouterr().out
-    assert "  speculative_config: " in out and f"  # {known['caveat']}" in out
+    assert "  speculative_config: " in out and f"  # {known.caveat}" in out
+    assert f"  speculative_config: {json.dumps(known.speculative_config.model_dump())}" in out
+
+
+def test_dynamic_k_is_typed_and_reads_back_from_bench_json():
+    """bench.json's dynamic_k is the model's dump; model_validate reads it, an older file's (no rule's figures)
+    too."""
+    from specplay.bench.report import BenchReport
+
+    known = dynamic_k_report(h200_repeats(), "draft_model")
+    data = json.loads(json.dumps(BenchReport(preset="p", rows=tuple(h200_repeats()), dynamic_k=known).model_dump()))
+    assert data["dynamic_k"]["speculative_config"]["num_speculative_tokens_per_batch_size"] == known.schedule
+    assert BenchReport.model_validate(data).dynamic_k == known
+    older = {key: data["dynamic_k"][key] for key in ("schedule", "speculative_config", "sentence")}
+    assert DynamicKReport.model_validate(older).caveat is None and not hasattr(known, "__getitem__")
 
 
 def test_one_k_best_everywhere_needs_no_schedule_and_one_level_gives_none():
@@ -108,9 +121,9 @@ def test_one_k_best_everywhere_needs_no_schedule_and_one_level_gives_none():
     assert dyn.schedule == [[1, 1024, 3]]
     assert "no schedule needed" in dyn.sentence()
     assert dynamic_k([r for r in rows if r.concurrency == 1]) is None
-    assert as_json([]) is None
+    assert dynamic_k_report([]) is None
     # open-loop rows (a request rate) are not a concurrency level
-    assert dynamic_k([replace(r, request_rate=4.0) for r in rows]) is None
+    assert dynamic_k([r.model_copy(update=dict(request_rate=4.0)) for r in rows]) is None
 
 
 def test_a_saved_preset_carries_the_schedule_and_loads(tmp_path):
@@ -119,9 +132,9 @@ def test_a_saved_preset_carries_the_schedule_and_loads(tmp_path):
     preset = load_file(path)
     spec = preset.speculative_config
     assert preset.name == "my-dynamic-k"
-    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 7, 2], [8, 31, 3], [32, 63, 2], [64, 1024, 3]]
-    assert spec["num_speculative_tokens"] == 3
-    assert spec["synthetic_acceptance_rates"] == pytest.approx([0.7, 0.49, 0.343])
+    assert spec.num_speculative_tokens_per_batch_size == [[1, 7, 2], [8, 31, 3], [32, 63, 2], [64, 1024, 3]]
+    assert spec.num_speculative_tokens == 3
+    assert spec.synthetic_acceptance_rates == pytest.approx([0.7, 0.49, 0.343])
     with pytest.raises(ValueError, match="exists already"):
         save_preset(PRESETS_DIR / "dummy-llama8b-draft1b-k3.yaml", "my-dynamic-k", dyn, tmp_path)
     with pytest.raises(ValueError, match="not a preset name"):

@@ -13,6 +13,7 @@ from specplay.plan import memory as mp
 from specplay.plan.memory import MachineMemory
 from specplay.presets import availability as availability_module
 from specplay.presets.catalog import availability, load_presets
+from specplay.presets.speculation import Speculation
 from specplay.presets.methods import KNOWN_METHODS, METHOD_FACTS, facts_for, facts_of_kind, kind_of
 
 CPU = Hardware(0, None, (0, 1))
@@ -208,7 +209,7 @@ def test_every_reader_takes_its_facts_from_the_table(kind):
     from specplay.run.explain import Factors, cost_reasons, explain
 
     facts = facts_of_kind(kind)
-    spec = {"method": facts.method, **({"parallel_drafting": True} if kind == "pard" else {})}
+    spec = Speculation(method=facts.method, num_speculative_tokens=4, parallel_drafting=kind == "pard")
     passes = preset_draft_passes(spec, 4)
     assert passes == facts.draft_passes(4)  # the bench
     row = BenchRow(workload="w", temperature=0.0, concurrency=1, k=4, draft_passes=passes, step_cost_ratio=1.5,
@@ -235,12 +236,12 @@ def test_the_memory_plan_reads_the_table(kind, monkeypatch):
     facts = facts_of_kind(kind)
     base = get_preset({"model": "dummy-llama8b-draft1b-k3", "head": "dummy-llama8b-eagle-k3",
                        "inside": "dummy-mimo7b-mtp-k1"}.get(facts.draft, "smollm2-ngram"))
-    spec = dict(base.speculative_config, method=facts.method)
+    spec = dict(base.speculative_config.vllm, method=facts.method)
     if kind == "pard":
         spec["parallel_drafting"] = True
     if facts.needs_model is False:
         spec.pop("model", None)
-    preset = _replace(base, speculative_config=spec)
+    preset = _replace(base, speculative_config=Speculation.model_validate(spec))
     parts = mp.plan(preset, GPU1, H200).engine(SPECULATIVE).parts
     if facts.needs_model or (facts.needs_model is None and "model" in spec):
         assert parts[1].kind == (facts.plan_label or "draft")
@@ -293,5 +294,5 @@ def test_a_method_vllm_adds_gets_its_facts_from_vllms_speculator_config(monkeypa
     monkeypatch.setattr(probes, "vllm_facts", lambda: facts)
     derived = facts_for({"method": "xflash"})
     assert not derived.known and derived.needs_model and derived.parallel and derived.target_hidden_states
-    assert preset_draft_passes({"method": "xflash"}, 7) == 1
+    assert preset_draft_passes(Speculation(method="xflash", num_speculative_tokens=7), 7) == 1
     assert facts_for({"method": "lilicorr"}).draft_passes(7) is None  # vLLM says nothing of it: neutral

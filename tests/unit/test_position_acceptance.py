@@ -42,19 +42,19 @@ def test_a_request_counts_the_steps_that_drafted_each_position():
 
 def test_the_bench_row_csv_and_chart_divide_by_the_drafting_steps():
     r = row((4, 2, 2))
-    assert r.accepted_shares() == [0.75, 0.5, 0.5] and shares_exact(r.as_dict())
-    assert BenchReport.from_json(BenchReport(preset="p", rows=(r,)).to_json()).rows[0].drafted_per_position == (4, 2, 2)
+    assert r.accepted_shares() == [0.75, 0.5, 0.5] and shares_exact(r.model_dump())
+    assert BenchReport.model_validate(BenchReport(preset="p", rows=(r,)).model_dump()).rows[0].drafted_per_position == (4, 2, 2)
     _, flat = csv_rows([r])
     assert (flat[0]["acceptance_pos_2"], flat[0]["acceptance_pos_of"]) == (0.5, "drafted at the position")
-    fig = acceptance_per_position([r.as_dict()])
+    fig = acceptance_per_position([r.model_dump()])
     assert list(fig.data[0].y) == [0.75, 0.5, 0.5] and "not reported" not in fig.layout.title.text
 
 
 def test_without_drafted_counts_the_output_says_it_divides_by_all_drafts():
     r = row(None)  # a /metrics scrape: vLLM's Prometheus counters have no per-position drafted count
-    assert accepted_shares(r.as_dict()) == [0.75, 0.25, 0.25] and not shares_exact(r.as_dict())
+    assert accepted_shares(r.model_dump()) == [0.75, 0.25, 0.25] and not shares_exact(r.model_dump())
     assert csv_rows([r])[1][0]["acceptance_pos_of"] == "all drafts"
-    assert "not reported" in acceptance_per_position([r.as_dict()]).layout.title.text
+    assert "not reported" in acceptance_per_position([r.model_dump()]).layout.title.text
 
 
 def test_sums_keep_the_counts_only_while_every_part_has_them():

@@ -12,6 +12,7 @@ from specplay.engine.vllm_facts import VllmFacts
 from specplay.presets import schema
 from specplay.presets.capabilities import INSTALLED
 from specplay.presets.catalog import PresetError, engine_settings, load_file, load_presets, serve_commands
+from specplay.presets.validation import validate
 
 CPU = Hardware(0, None, (0, 1))
 GPU = Hardware(1, "NVIDIA H200", tuple(range(16)))
@@ -62,16 +63,29 @@ def test_every_shipped_preset_validates_against_schema_json():
         jsonschema.validate({**_data("smollm2-ngram"), "model_runner": "v3"}, published)
 
 
-# -- typed sections, readable as mappings ------------------------------------------------------------
-def test_target_and_memory_are_typed_and_still_read_as_mappings():
+# -- typed sections, read by attribute ---------------------------------------------------------------
+def test_target_and_memory_are_typed_and_read_by_attribute():
     preset = load_presets()["dummy-llama8b-eagle-k3"]
-    assert preset.target.model == preset.target["model"] == "bundled:llama-3.1-8b-shaped"
-    assert preset.target.tensor_parallel_size == 1 and preset.target.get("quantization") is None
-    assert preset.target.get("quantization", "none") == "none"
-    assert preset.memory.cpu_kvcache_space_gib == preset.memory["cpu_kvcache_space_gib"] == 8
-    assert preset.pays_off.gpu == preset.pays_off["gpu"] and preset.pays_off.get("cpu") is None
-    with pytest.raises(KeyError):
-        preset.target["no_such_field"]
+    assert preset.target.model == "bundled:llama-3.1-8b-shaped"
+    assert preset.target.tensor_parallel_size == 1 and preset.target.quantization is None
+    assert preset.memory.cpu_kvcache_space_gib == 8
+    assert preset.memory.gpu_share("speculative") == preset.memory.speculative_gpu_memory_utilization
+    assert preset.pays_off.on("gpu") == preset.pays_off.gpu and preset.pays_off.on("cpu") is None
+    with pytest.raises(TypeError):  # no dict face: a section is not indexed by key
+        preset.target["model"]
+
+
+def test_the_loader_keeps_the_validated_section(tmp_path):
+    """The preset's speculative_config is the section the schema validated (not the raw dict again), its
+    vLLM keys kept as written, in order, an extra one included."""
+    data = _data("smollm2-ngram")
+    data["speculative_config"] = {"prompt_lookup_max": 4, "method": "ngram", "num_speculative_tokens": 3,
+                                  "prompt_lookup_min": 2, "anything": [1, 2]}
+    preset = validate(data, PRESETS_DIR / "smollm2-ngram.yaml", None)  # (safe_dump would sort the keys)
+    spec = preset.speculative_config
+    assert list(spec.vllm) == ["prompt_lookup_max", "method", "num_speculative_tokens", "prompt_lookup_min",
+                               "anything"]
+    assert spec.anything == [1, 2] and spec.limits.prompt_lookup == (2, 4)
 
 
 # -- speculative_config keys against the installed vLLM ------------------------------------------------
@@ -130,7 +144,7 @@ def test_every_shipped_preset_runs_on_the_installed_vllms_config():
 
 def test_without_vllm_the_keys_are_not_checked(tmp_path):
     preset = _load(tmp_path, "smollm2-ngram", lambda d: d["speculative_config"].update(anything=1), None)
-    assert preset.speculative_config["anything"] == 1
+    assert preset.speculative_config.anything == 1 and preset.speculative_config.vllm["anything"] == 1
 
 
 # -- model_runner ------------------------------------------------------------------------------------

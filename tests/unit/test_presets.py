@@ -12,7 +12,7 @@ import yaml
 from specplay.presets import offline_model
 from specplay.core.hardware import Hardware, split_cores
 from specplay.core.paths import PRESETS_DIR
-from specplay.presets.engines import serve_model, serve_notes, serve_text
+from specplay.presets.engines import serve_line, serve_model, serve_notes, serve_text
 from specplay.presets.catalog import (
     CPU_ENV, PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
 )
@@ -47,15 +47,15 @@ def test_every_guide_configuration_has_a_preset():
 
 def test_guide_details_are_mapped_to_todays_syntax():
     p = load_presets()
-    assert p["llama31-70b-ngram"].speculative_config["prompt_lookup_max"] == 4
+    assert p["llama31-70b-ngram"].speculative_config.prompt_lookup_max == 4
     assert p["llama31-8b-eagle"].draft_model == "yuhuili/EAGLE-LLaMA3-Instruct-8B"
     tp = p["llama31-70b-tp2-draft-8b"]
-    assert tp.target["tensor_parallel_size"] == 2 and tp.speculative_config["draft_tensor_parallel_size"] == 1
-    assert p["llama31-8b-draft-1b-int8"].speculative_config["quantization"] == "compressed-tensors"
-    assert p["smollm2-self-draft"].draft_model == p["smollm2-self-draft"].target["model"]
+    assert tp.target.tensor_parallel_size == 2 and tp.speculative_config.draft_tensor_parallel_size == 1
+    assert p["llama31-8b-draft-1b-int8"].speculative_config.quantization == "compressed-tensors"
+    assert p["smollm2-self-draft"].draft_model == p["smollm2-self-draft"].target.model
     dummy = p["dummy-llama8b-eagle3-k5"]
-    assert dummy.target["load_format"] == "dummy" and dummy.prompt_input == "token_ids"
-    assert dummy.speculative_config["rejection_sample_method"] == "synthetic"
+    assert dummy.target.load_format == "dummy" and dummy.prompt_input == "token_ids"
+    assert dummy.speculative_config.rejection_sample_method == "synthetic"
 
 
 def _vllm_serve_parser():
@@ -93,7 +93,7 @@ def test_every_serve_line_parses_with_vllms_own_cli(hardware):
                 if key == "model":  # offline models are named by their hub id where they have one
                     value = serve_model(preset.target.model)
                 elif key == "speculative_config" and "model" in value:
-                    value = {**value, "model": serve_model(preset.speculative_config["model"])}
+                    value = {**value, "model": serve_model(preset.speculative_config.model)}
                 assert getattr(parsed, key) == value, (preset.name, role, key)
             if role == "baseline":
                 assert parsed.speculative_config is None
@@ -134,11 +134,11 @@ def test_smollm2_presets_run_bfloat16_on_a_gpu_and_float32_on_the_cpu():
 
 def test_every_preset_says_where_it_pays():
     for preset in load_presets().values():
-        assert len(preset.pays_off["gpu"]) > 30, preset.name
+        assert len(preset.pays_off.gpu) > 30, preset.name
         if preset.device == "any":
-            assert len(preset.pays_off["cpu"]) > 30, preset.name
+            assert len(preset.pays_off.cpu) > 30, preset.name
     # the GPU default names the preset that shows the point at scale
-    assert "dummy-llama8b-eagle-k3" in load_presets()["smollm2-ngram"].pays_off["gpu"]
+    assert "dummy-llama8b-eagle-k3" in load_presets()["smollm2-ngram"].pays_off.gpu
 
 
 def _write(tmp_path, name, data):
@@ -244,7 +244,7 @@ def test_70b_presets_need_four_gpus_and_fit_on_four_h200s():
 
     for name in ("dummy-llama70b-ngram-tp2", "dummy-llama70b-tp2-draft8b"):
         preset = load_presets()[name]
-        assert preset.gpus == 4 and preset.target["tensor_parallel_size"] == 2
+        assert preset.gpus == 4 and preset.target.tensor_parallel_size == 2
         assert availability(preset, GPU).reason == "needs 4 GPUs; 1 here"  # refused before loading
         baseline, speculative = engine_settings(preset, Hardware(4, "NVIDIA H200", tuple(range(64))))
         assert baseline.env["CUDA_VISIBLE_DEVICES"] == "0,1" and speculative.env["CUDA_VISIBLE_DEVICES"] == "2,3"
@@ -300,3 +300,16 @@ def test_an_ad_hoc_pair_is_validated_like_a_preset(tmp_path):
     with pytest.raises(PresetError, match=r"the ad-hoc pair \(--model, --speculative-config\): field 'target.model'"):
         adhoc_preset("not a model", '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, '
                                     '"prompt_lookup_min": 1}')
+
+
+def test_a_serve_line_is_its_parts_and_its_text_is_them_quoted():
+    """The serve line is built from parts (environment, model, engine arguments, port) that readers take as
+    they are (the vLLM sweep's params), never parsed back out of the text."""
+    preset = load_presets()["llama31-8b-draft-1b-k5"]
+    line = serve_line(preset, "speculative", GPU, per_request=True)
+    assert line.as_text() == serve_commands(preset, GPU, per_request=True)["speculative"]
+    assert shlex.split(line.as_text()) == [f"{k}={v}" for k, v in line.env] + line.argv
+    assert line.argv[:3] == ["vllm", "serve", serve_model(preset.target.model)] and line.argv[-2:] == ["--port", "8001"]
+    spec = line.args["speculative_config"]
+    assert spec == {**preset.speculative_config.vllm, "model": serve_model(preset.speculative_config.model)}
+    assert json.loads(line.argv[line.argv.index("--speculative-config") + 1]) == spec

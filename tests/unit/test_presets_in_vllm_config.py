@@ -19,7 +19,7 @@ def _speculative_config(preset):
     folder = resolve_model(preset.target.model)
     target = vllm_config.ModelConfig(model=folder, tokenizer=folder, skip_tokenizer_init=True, dtype="bfloat16",
                                      max_model_len=preset.target.max_model_len)
-    spec = dict(preset.speculative_config)
+    spec = preset.speculative_config.vllm
     if "model" in spec:
         spec["model"] = resolve_model(spec["model"])
     return SpeculativeConfig(**spec, target_model_config=target, target_parallel_config=vllm_config.ParallelConfig())

@@ -90,7 +90,7 @@ def test_launch_runs_the_serve_lines_engine_arguments():
     assert named[-2:] == ["HuggingFaceTB/SmolLM2-135M-Instruct", "target"]
     assert argv[1:4] == ["-m", "vllm.entrypoints.openai.api_server", "--model"]
     config = _json.loads(argv[argv.index("--speculative-config") + 1])
-    assert config == preset.speculative_config  # the preset's speculative_config, verbatim
+    assert config == preset.speculative_config.vllm  # the preset's speculative_config, verbatim
     assert argv[argv.index("--per-request-spec-decode-metrics") + 1] == "detailed"
     assert argv[-6:] == ["--host", "127.0.0.1", "--port", "8101", "--served-model-name", "target"]
 

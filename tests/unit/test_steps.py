@@ -9,11 +9,12 @@ import json
 import pytest
 
 from specplay.core.events import BASELINE, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
+from specplay.presets.speculation import Speculation
 from specplay.run.comparison import Comparison
 from specplay.run.result import RunResult
 from specplay.run.steps import acceptance_histogram, ngram_proposal, step_detail
 
-NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+NGRAM = Speculation(method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4)
 PROMPT = [10, 11, 12, 13, 14, 15]
 # prefill emits 10; context ...15 10: no earlier "15 10", no draft, the step emits 11; "10 11" is the prompt's
 # start, so the drafts are 12 13 14: 12 and 13 accepted, the target says 99 for 14; "13 99" and "99": no draft.
@@ -72,7 +73,7 @@ def test_a_merged_chunk_keeps_its_steps_without_seconds():
 
 def test_methods_whose_drafts_vllm_keeps_show_accepted_counts_and_say_why():
     output = [1, 2, 3, 4, 5, 6, 7, 8]
-    eagle = {"method": "eagle", "num_speculative_tokens": 3}
+    eagle = Speculation(method="eagle", num_speculative_tokens=3)
     detail = step_detail([9], Side([1, 4, 2, 1], output), eagle, "eagle")
     assert "drafts from the EAGLE head are made from the target's hidden states" in detail.note
     # the last chunk may have been cut by max_tokens: its count is unknown
@@ -85,7 +86,8 @@ def test_methods_whose_drafts_vllm_keeps_show_accepted_counts_and_say_why():
     # the request's counters count more steps than chunks: which chunk merged two is unknown
     merged = step_detail([9], Side([1, 4, 2, 1], output, steps=5), eagle, "eagle")
     assert all(s.accepted is None for s in merged.steps)
-    assert "suffix decoding" in step_detail([9], Side([1, 4]), {"num_speculative_tokens": 3}, "suffix").note
+    assert "suffix decoding" in step_detail([9], Side([1, 4]), Speculation(method="suffix", num_speculative_tokens=3),
+                                           "suffix").note
     assert "drafts from the MTP layers are made" in step_detail([9], Side([1, 4]), eagle, "mtp").note
     assert "the draft model's drafts stay inside vLLM" in step_detail([9], Side([1, 4]), eagle, "draft_model").note
 

@@ -45,7 +45,7 @@ def test_a_pard_bench_says_one_pass_drafts_all_k():
     assert "adds a draft pass" not in advice.sentence
     assert result.kind == "pard"
     # a replot or merge of its bench.json reads the kind back, not the method
-    again = BenchReport.from_json(json.loads(json.dumps(result.to_json())))
+    again = BenchReport.model_validate(json.loads(json.dumps(result.model_dump())))
     assert again.kind == "pard" and again.method == "draft_model"
 
 
@@ -63,7 +63,7 @@ def test_the_typed_section_carries_kind_facts_verifier_synthetic_and_limits():
     assert (pard.limits.k_min, pard.limits.k_max, pard.limits.prompt_lookup) == (1, 16, None)
     ngram = get_preset("smollm2-ngram").speculative_config
     assert ngram.kind == "ngram" and not ngram.synthetic and ngram.verifier.exact
-    assert ngram.limits.prompt_lookup == (ngram["prompt_lookup_min"], ngram["prompt_lookup_max"])
+    assert ngram.limits.prompt_lookup == (ngram.prompt_lookup_min, ngram.prompt_lookup_max)
     fly = get_preset("smollm2-ngram-fly").speculative_config
     assert fly.verifier.name == "fly" and "differ by design" in fly.verifier.why_different
 
@@ -73,20 +73,22 @@ def test_vllm_gets_the_raw_keys_verbatim():
     spec = preset.speculative_config
     raw = spec.vllm
     assert type(raw) is dict and raw["method"] == "draft_model" and raw["parallel_drafting"] is True
-    assert "kind" not in raw and dict(spec) == raw and spec == raw  # a read-only mapping of vLLM's keys
+    assert "kind" not in raw and spec.model_dump() == raw  # the dump is vLLM's keys, as written
+    assert Speculation.model_validate(raw) == spec  # and model_validate reads them back
     sent = engine_settings(preset, Hardware(1, "H200", (0, 1)))[1].engine_args["speculative_config"]
     assert type(sent) is dict and json.loads(json.dumps(sent))["method"] == "draft_model"
     raw["method"] = "changed"  # a copy: the preset's own is untouched
-    assert spec["method"] == "draft_model"
-    copy = dataclasses.replace(preset, speculative_config=dict(spec, num_speculative_tokens=7))
+    assert spec.method == "draft_model" and not hasattr(spec, "__getitem__")
+    copy = dataclasses.replace(preset, speculative_config=spec.replace(num_speculative_tokens=7))
     assert isinstance(copy.speculative_config, Speculation) and copy.kind == "pard" and copy.num_speculative_tokens == 7
+    assert list(copy.speculative_config.vllm) == list(raw)  # the keys in the order the preset wrote them
 
 
 def test_a_new_method_is_one_table_row(monkeypatch):
     row = methods.MethodFacts("zflash", "zflash", "head", "ZFlash draft", methods.ONE_DRAFT_PASS, None,
                               "a ZFlash draft trained for this target would help", target_hidden_states=True)
     monkeypatch.setitem(methods.METHOD_FACTS, "zflash", row)
-    spec = Speculation({"method": "zflash", "num_speculative_tokens": 4, "model": "org/zflash"})
+    spec = Speculation(method="zflash", num_speculative_tokens=4, model="org/zflash")
     assert spec.kind == "zflash" and spec.facts is row
     assert preset_draft_passes(spec, 4) == 1  # the bench's cost model
     [advice] = bench_advice.advise(_rows(4, 6), 4, spec.kind, None)  # the advice

@@ -79,7 +79,7 @@ def test_every_key_vllm_bench_serve_saves_is_in_the_bench_json_and_summary():
     assert spec["errors"] == ["", ""] and spec["request_goodput"] is None  # no --goodput: None, as vLLM
     assert spec["date"][8] == "-" and len(spec["date"]) == 15  # vLLM's %Y%m%d-%H%M%S
     # bench.json's rows carry the same figures (the summary is built from them)
-    assert report.to_json()["rows"][0]["serving"][SPECULATIVE]["input_lens"] == [11, 11]
+    assert report.model_dump()["rows"][0]["serving"][SPECULATIVE]["input_lens"] == [11, 11]
 
 
 def test_the_keys_vllm_bench_sweep_plot_reads_by_default_have_values():
