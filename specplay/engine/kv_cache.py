@@ -2,6 +2,11 @@
 engine from its config after start (the blocks the engine core allocated, which the core sends back to the
 frontend), for a `vllm serve` server from its `vllm:cache_config_info` metric (the same CacheConfig, as
 labels). The memory chart shows this as "reserved" beside the plan's estimate ("planned").
+
+The bytes a token takes are vLLM's full-attention page size over the attention layers (K and V, or MLA's one
+latent, in the cache dtype): exact for the dense decoders the presets run (checked on the CPU engines against
+the VLLM_CPU_KVCACHE_SPACE they were given, within one block); sliding-window or hybrid (Mamba) layers, which
+vLLM pages otherwise, would make it approximate.
 """
 
 from __future__ import annotations
