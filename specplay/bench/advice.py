@@ -11,6 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from specplay.bench.passes import cost_sentence
+from specplay.bench.schedule import OFF, decide
 from specplay.presets.methods import facts_of_kind
 
 LEVELS = {3: "conservative", 5: "default", 7: "aggressive"}
@@ -101,14 +102,16 @@ def _advice(key: tuple, by_k: dict, preset_k: int, kind: str, async_scheduling: 
     rate = by_k[current].acceptance_rate
     verdict, target = rule_k(current, rate)
     timed = [k for k in ks if by_k[k].speedup is not None]
-    best = max(timed, key=lambda k: by_k[k].speedup) if timed else current
+    # the dynamic-k rule's own verdict (bench.schedule.decide): one decision per level, ties named
+    decision = decide({k: [by_k[k].speedup] for k in timed}) if timed else None
+    best = decision.k if decision is not None and decision.k != OFF else current
     speedup = by_k[best].speedup
     rate_text = f"{rate:.0%} of drafted tokens accepted at k={current}" if rate is not None else f"no drafts at k={current}"
     threshold = {"raise": " (above 70%)", "lower": " (below 50%)", "keep": " (between 50% and 70%)"}[verdict]
     rule = f"the guide's rule says {verdict} to {_level(target)}" if verdict != "keep" else f"the guide's rule says keep {_level(target)}"
     if verdict != "keep" and target == current:
         rule = f"the guide's rule would {verdict} k, and k={current} is already its {'largest' if verdict == 'raise' else 'smallest'} level"
-    best_text = f"k={best} measured fastest ({speedup:.2f}×)" if speedup is not None else "no k could be timed"
+    best_text = _best_text(decision, speedup)
     measured = ", ".join(map(str, ks))
     if len(ks) == 1:
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule}; only k={ks[0]} was measured "
@@ -116,8 +119,15 @@ def _advice(key: tuple, by_k: dict, preset_k: int, kind: str, async_scheduling: 
         sentence += "; measure more k (--k) to compare." + cost_sentence(by_k[current]) + _suspect(by_k)
         return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
                       best_speedup=speedup, agree=True, sentence=sentence)
-    agree = best == target or (target not in by_k and (best - current) * (target - current) > 0)
-    if best == target:
+    tied = decision is not None and target in {k for k, _, _ in decision.ties}
+    agree = best == target or tied or (target not in by_k and (best - current) * (target - current) > 0)
+    if decision is not None and decision.k == OFF:
+        agree = False
+        sentence = f"{rate_text.capitalize()}{threshold}: {rule}, but {best_text}."
+    elif tied:
+        sentence = (f"{rate_text.capitalize()}{threshold}: {rule}, and {best_text}: rule and measurement agree "
+                    "within the tie margin.")
+    elif best == target:
         sentence = f"{rate_text.capitalize()}{threshold}: {rule}, and {best_text}: rule and measurement agree."
     elif agree:
         sentence = (f"{rate_text.capitalize()}{threshold}: {rule} (not measured; measured k={measured}); "
@@ -128,6 +138,17 @@ def _advice(key: tuple, by_k: dict, preset_k: int, kind: str, async_scheduling: 
                     f"{_why(by_k, wants_more, kind, async_scheduling)}.")
     return Advice(**where, current_k=current, acceptance_rate=rate, rule=verdict, rule_k=target, best_k=best,
                   best_speedup=speedup, agree=agree, sentence=sentence + cost_sentence(by_k[current]) + _suspect(by_k))
+
+
+def _best_text(decision, speedup: float | None) -> str:
+    """The measured side of the advice, in the dynamic-k rule's words (decision: a schedule.Decision)."""
+    if decision is None or speedup is None:
+        return "no k could be timed"
+    if decision.k == OFF:
+        return f"no k measured clearly faster than the baseline: {decision.label()}"
+    if decision.ties:
+        return f"the rule keeps {decision.label()}, measured {speedup:.2f}×"
+    return f"k={decision.k} measured fastest ({speedup:.2f}×)"
 
 
 def _suspect(by_k: dict) -> str:

@@ -38,6 +38,7 @@ class DynamicK:
     speedups: dict[int, dict[int, float]]  # concurrency -> k -> speedup (geometric mean over the rows)
     schedule: list[list[int]]  # [[first, last, k], ...]
     low: dict[int, dict[int, float]] | None = None  # concurrency -> k -> the low end the rule compared
+    decisions: dict[int, Decision] | None = None  # concurrency -> the rule's verdict, ties included
 
     @property
     def fragment(self) -> dict | None:
@@ -51,9 +52,17 @@ class DynamicK:
     def value(self, c: int, k: int) -> float:
         return 1.0 if k == OFF else self.speedups[c][k]
 
+    def label(self, c: int) -> str:
+        if self.decisions and c in self.decisions:
+            return self.decisions[c].label()
+        return f"k={self.best_k[c]}" if self.best_k[c] else "off"
+
+    def best_everywhere(self, k: int) -> bool:
+        """Whether k measured at least as fast as every other k at every level (not only kept by a tie)."""
+        return all(k in by_k and by_k[k] >= max(by_k.values()) for by_k in self.speedups.values())
+
     def sentence(self) -> str:
-        levels = ", ".join((f"k={self.best_k[c]}" if self.best_k[c] else "off") + f" at {c} in flight"
-                           for c in sorted(self.best_k))
+        levels = ", ".join(f"{self.label(c)} at {c} in flight" for c in sorted(self.best_k))
         text = f"Dynamic k: {levels}."
         off = [c for c in sorted(self.best_k) if self.best_k[c] == OFF]
         if off:
@@ -70,8 +79,13 @@ class DynamicK:
             if worst[1] > 0.005:
                 text += (f" The best single k (k={best_fixed}) gives up {worst[1]:.0%} at {worst[0]} in flight, "
                          "which the schedule keeps.")
-            elif len({k for _, _, k in self.schedule}) == 1:
+            elif len({k for _, _, k in self.schedule}) == 1 and self.best_everywhere(best_fixed):
                 text += f" One k (k={best_fixed}) is best at every level measured: no schedule needed."
+            elif len({k for _, _, k in self.schedule}) == 1:
+                tied = [c for c in sorted(self.speedups) if self.decisions and self.decisions[c].ties]
+                text += (f" One k (k={self.schedule[0][2]}) serves every level: where another k measured faster "
+                         f"(at {', '.join(map(str, tied))} in flight) it was within the tie margin, so no schedule "
+                         "needed.")
         return text
 
 
@@ -89,14 +103,35 @@ def low_end(values: list[float]) -> float:
     return min(values) if len(values) > 1 else values[0] * (1 - TIE_MARGIN)
 
 
-def choose_k(measured: dict[int, list[float]]) -> int:
+@dataclass(frozen=True)
+class Decision:
+    """The rule's verdict at one level, the one every line about that level is written from (the bench's
+    per-level advice and the dynamic-k sentence): the k chosen, and the ks that measured faster but within
+    the tie margin, so the smaller k kept the level."""
+
+    k: int  # OFF: no k clearly beat the baseline
+    speedup: float  # the chosen k's point (1.0 for the baseline)
+    ties: tuple[tuple[int, float, int], ...] = ()  # (k, speedup, measurements) faster than the chosen, not clearly
+
+    def label(self) -> str:
+        """"k=2", or "k=2 (k=3 within 2%, a tie)" where a faster k lost on the tie margin ("off ..." for k=0)."""
+        head = f"k={self.k}" if self.k != OFF else "off"
+        if not self.ties:
+            return head
+        margins = ", ".join(f"k={k} within {TIE_MARGIN:.0%}" if n == 1 else f"k={k} within its runs' spread"
+                            for k, _, n in self.ties)
+        return f"{head} ({margins}, a tie)"
+
+
+def decide(measured: dict[int, list[float]]) -> Decision:
     """The k to run at one level: the baseline (k=0, speedup 1) unless a k's low end is above the point of
-    the one chosen so far, smallest k first (module docstring)."""
+    the one chosen so far, smallest k first (module docstring); with the faster ks it kept out as ties."""
     chosen, point = OFF, 1.0
     for k in sorted(measured):
         if low_end(measured[k]) > point:
             chosen, point = k, _geomean(measured[k])
-    return chosen
+    ties = tuple((k, _geomean(v), len(v)) for k, v in sorted(measured.items()) if k != chosen and _geomean(v) > point)
+    return Decision(chosen, point, ties)
 
 
 def dynamic_k(rows) -> DynamicK | None:
@@ -110,7 +145,8 @@ def dynamic_k(rows) -> DynamicK | None:
     speedups = {c: {k: _geomean(v) for k, v in by_k.items()} for c, by_k in cells.items()}
     if len(speedups) < 2 or len(_ks(speedups)) < 2:
         return None
-    best = {c: choose_k(by_k) for c, by_k in cells.items()}
+    decisions = {c: decide(by_k) for c, by_k in cells.items()}
+    best = {c: d.k for c, d in decisions.items()}
     levels = sorted(best)
     schedule: list[list[int]] = []
     for i, c in enumerate(levels):
@@ -121,7 +157,7 @@ def dynamic_k(rows) -> DynamicK | None:
         else:
             schedule.append([first, last, best[c]])
     low = {c: {k: low_end(v) for k, v in by_k.items()} for c, by_k in cells.items()}
-    return DynamicK(best, speedups, schedule, low)
+    return DynamicK(best, speedups, schedule, low, decisions)
 
 
 def runner_caveat(kind: str | None) -> str:

@@ -75,13 +75,15 @@ def add_remote_arguments(parser) -> None:
 
 def remote_pair(args, preset):
     """An unstarted pair on the two servers the command line names; a bad URL is a usage error."""
+    from specplay.plan.memory import kv_bytes_per_token_by_role
     from specplay.run.remote import open_remote_pair
 
     if not (args.baseline_url and args.speculative_url):
         raise UsageError("remote mode needs both --baseline-url and --speculative-url")
     try:
         return open_remote_pair(args.baseline_url, args.speculative_url, preset, timeout_s=args.server_timeout,
-                                api_key_env=args.api_key_env)
+                                api_key_env=args.api_key_env,
+                                kv_bytes_per_token=kv_bytes_per_token_by_role(preset) if preset else None)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -59,6 +59,7 @@ class EngineInfo(Mapping):
     per_request_metrics: bool | None = None  # vLLM reports acceptance per request (speculative engines)
     backend: str = IN_PROCESS
     model: str | None = None  # the id a server serves
+    kv_cache_bytes: int | None = None  # what vLLM reserved for the KV cache (its blocks × block bytes)
 
     def to_json(self) -> dict:
         """The JSON object `compare --json` and the page's result carry: {} for an engine not started."""

@@ -25,6 +25,8 @@ import httpx
 
 from specplay.core.events import GenerationRequest, SpecDecodeCounters
 from specplay.engine.base import Chunk, EngineInfo, EngineStartError, checked_prompt_ids
+from specplay.engine.kv_cache import served_kv_cache_bytes
+from specplay.engine.prometheus import samples as _samples
 
 # Prometheus names as `vllm serve` exposes its spec-decode counters
 METRIC_PREFIX = "vllm:spec_decode_num_"
@@ -63,6 +65,7 @@ class RemoteSettings:
     start_timeout_s: float = 600.0  # until /health answers 200
     pids: tuple[int, ...] = ()  # the server's processes when it runs on this machine (memory telemetry)
     token_ids_only: bool = False  # the server has no tokenizer (dummy weights, --skip-tokenizer-init)
+    kv_bytes_per_token: int | None = None  # its models' KV bytes a token (not over HTTP): for kv_cache_bytes
 
     def __post_init__(self):
         parsed = urlparse(self.url)
@@ -76,20 +79,6 @@ class RemoteSettings:
     def headers(self) -> dict:
         key = os.environ.get(self.api_key_env)
         return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def _samples(text: str, prefix: str):
-    """(sample name, labels, value) of each sample in a Prometheus text page whose name starts with `prefix`;
-    ValueError for a malformed page (prometheus_client's parser, installed with vLLM)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    # only the lines of these metrics (their samples, HELP and TYPE) go to the parser: a busy server's page is
-    # ~82 kB, and parsing it whole on every scrape took CPU from the streams being timed
-    text = "\n".join(line for line in text.splitlines() if prefix in line)
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name.startswith(prefix):
-                yield sample.name, sample.labels, sample.value
 
 
 def parse_metrics(text: str) -> SpecDecodeCounters:
@@ -143,6 +132,7 @@ class RemoteEngine:
         self.has_spec_metrics = False  # /metrics carries spec-decode counters: a speculative config is set
         self.per_request_metrics = False  # the last speculative request's usage chunk carried its counters
         self.num_speculative_tokens: int | None = None
+        self.kv_cache_bytes: int | None = None  # what the server reserved (kv_cache.served_kv_cache_bytes)
         self._alive = False
         self._sync = httpx.Client(timeout=settings.timeout_s, headers=settings.headers())
         self._client: httpx.AsyncClient | None = None
@@ -177,6 +167,7 @@ class RemoteEngine:
         self.max_model_len = int(served.get("max_model_len") or 0)
         metrics = (await self._client.get(f"{s.base}/metrics")).text
         self.has_spec_metrics = METRIC_PREFIX in metrics
+        self.kv_cache_bytes = served_kv_cache_bytes(metrics, s.kv_bytes_per_token)
         self._alive = True
         self.load_seconds = time.monotonic() - t0
 
@@ -191,7 +182,8 @@ class RemoteEngine:
     def info(self) -> EngineInfo:
         """What can be read off a server: its model and whether it drafts; the rest isn't exposed over HTTP."""
         return EngineInfo(backend="remote", model=self.model, num_speculative_tokens=self.num_speculative_tokens,
-                          per_request_metrics=self.per_request_metrics if self.has_spec_metrics else None)
+                          per_request_metrics=self.per_request_metrics if self.has_spec_metrics else None,
+                          kv_cache_bytes=self.kv_cache_bytes)
 
     def is_alive(self) -> bool:
         return self._alive

@@ -18,6 +18,7 @@ from typing import AsyncIterator
 from specplay.core.events import EngineSettings, GenerationRequest, SpecDecodeCounters
 from specplay.core.hardware import pin_process
 from specplay.engine import processes
+from specplay.engine.kv_cache import kv_cache_bytes
 from specplay.engine.base import (  # noqa: F401 (PromptError: the tests' old import path)
     Chunk, EngineInfo, EngineStartError, PromptError, checked_prompt_ids, template_ids,
 )
@@ -168,6 +169,7 @@ class Engine:
         self.per_request_metrics: bool = False
         # "v1" | "v2" as vLLM decided at start, inside the engine's environment (None: this vLLM doesn't say)
         self.model_runner: str | None = None
+        self.kv_cache_bytes: int | None = None  # what vLLM reserved for its KV cache (set at start)
 
     async def start(self) -> None:
         from vllm import AsyncEngineArgs
@@ -209,6 +211,7 @@ class Engine:
             tok = self._llm.get_tokenizer()
             self._tokenizer = await tok if asyncio.iscoroutine(tok) else tok
         self.max_model_len = self._llm.model_config.max_model_len
+        self.kv_cache_bytes = kv_cache_bytes(getattr(self._llm, "vllm_config", None))
         self.load_seconds = time.monotonic() - t0
 
     def info(self) -> EngineInfo:
@@ -226,6 +229,7 @@ class Engine:
             method=getattr(spec, "method", None) if spec is not None else None,
             num_speculative_tokens=spec.num_speculative_tokens if spec is not None else None,
             per_request_metrics=self.per_request_metrics if spec is not None else None,
+            kv_cache_bytes=self.kv_cache_bytes,
         )
 
     def counters(self) -> SpecDecodeCounters:

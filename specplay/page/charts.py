@@ -181,14 +181,33 @@ def _gib(n: int) -> str:
     return f"{n / 1024 ** 3:.2f} GiB"
 
 
-def plan_note(memory_plan) -> str | None:
-    """One line: per engine, the weights it holds (target, draft or head) and the KV cache reserved."""
+# the reserved KV cache and the plan's estimate differ enough to say by how much
+KV_GAP_SHOWN = 0.05
+
+
+def kv_note(reserved: int | None, planned: int | None) -> str | None:
+    """"KV cache 15.12 GiB reserved (planned 14.65 GiB, +3%)": what vLLM reserved (the engine's own figure,
+    EngineInfo.kv_cache_bytes) beside the memory plan's estimate, the gap said when over KV_GAP_SHOWN; the
+    plan's alone ("planned") before the engine has said."""
+    if not reserved:
+        return f"KV cache {_gib(planned)} planned" if planned else None
+    if not planned:
+        return f"KV cache {_gib(reserved)} reserved"
+    gap = reserved / planned - 1
+    said = f", {gap:+.0%}" if abs(gap) > KV_GAP_SHOWN else ""
+    return f"KV cache {_gib(reserved)} reserved (planned {_gib(planned)}{said})"
+
+
+def plan_note(memory_plan, reserved: dict | None = None) -> str | None:
+    """One line: per engine, the weights it holds (target, draft or head, by the memory plan) and its KV
+    cache: what vLLM reserved (`reserved`: role -> bytes, the engines' own figures) beside the plan's."""
     parts = []
     for row in memory_plan.engines:
         held = [f"{'weights' if p.kind == 'target' else p.kind} {_gib(p.weight_bytes)}"
                 for p in row.parts if p.weight_bytes]
-        if row.kv_capacity_bytes:
-            held.append(f"KV cache {_gib(row.kv_capacity_bytes)} reserved")
+        kv = kv_note((reserved or {}).get(row.role), row.kv_capacity_bytes)
+        if kv:
+            held.append(kv)
         if held:
             parts.append(f"{LABELS.get(row.role, row.role)}: {' + '.join(held)}")
     return " · ".join(parts) or None

@@ -16,7 +16,7 @@ import gradio as gr
 
 from specplay.core.events import BASELINE, ROLES, SPECULATIVE, RunFinished
 from specplay.engine.base import PromptError
-from specplay.page import views
+from specplay.page import repeats, views
 from specplay.hosting.cancel import CancelRegistry
 from specplay.page import charts
 from specplay.page.charts import history_table
@@ -315,8 +315,9 @@ def _finished(place: RunPlace, live: LiveRun, timed_out: bool, history: list, se
     message = _end_message(live, timed_out, reloading, place.settings.max_run_seconds)
     # the session's one run, kept on the server (a gr.State): the replay, stepper, what-if and share link read
     # it, never the run JSON the browser holds
-    return {**live.final(place.manager.sampler, history, path, message), **idle, "history": history,
-            "run": live, "replay_btn": gr.update(interactive=live.replayable)}
+    final = live.final(place.manager.sampler, history, path, message)
+    final["explain"] += repeats.repeat_html(history)  # a greedy prompt whose output changed since an earlier run
+    return {**final, **idle, "history": history, "run": live, "replay_btn": gr.update(interactive=live.replayable)}
 
 
 def _end_message(live: LiveRun, timed_out: bool, reloading: tuple[str, ...], limit_s: float) -> str | None:

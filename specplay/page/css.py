@@ -73,6 +73,7 @@ CSS = """
 .dark .explain .async-on { background: #052e16; color: #bbf7d0; } .dark .explain .async-off { background: #450a0a; color: #fecaca; }
 .explain .why-sentence { margin-top: 8px; font-weight: 600; }
 .explain .expectation { margin-top: 4px; color: var(--body-text-color-subdued); font-size: 13px; }
+.repeat-note { margin-top: 6px; padding: 6px 10px; border-left: 3px solid #f59e0b; font-size: 13px; }
 .pane-body .waiting { color: var(--body-text-color-subdued); font-style: italic; }
 .status { padding: 6px 10px; border-radius: 6px; font-size: 14px; }
 .status.ready { background: #f0fdf4; color: #166534; }

@@ -18,7 +18,7 @@ from pathlib import Path
 from specplay.bench.outputs import markdown_table
 from specplay.page import charts
 
-from specplay.page import views
+from specplay.page import repeats, views
 from specplay.run import stream
 from specplay.run.comparison import Comparison
 from specplay.run.result import RunResult
@@ -133,7 +133,7 @@ class LiveRun:
             origin = charts.run_origin(c)
             memory = sampler.series(since=(origin - 2.0) if origin else None) if sampler else {}
             out["fig_mem"] = charts.memory_figure(memory, sampler.label if sampler else "not sampled", origin,
-                                                  memory_plan_note(self.preset, self.device))
+                                                  memory_plan_note(self.preset, self.device, self.engines))
         return out
 
     def _pane(self, c: Comparison, role: str, texts: dict, divergence: int | None, waiting: bool = False) -> str:
@@ -178,7 +178,8 @@ class LiveRun:
     def history_row(self, number: int) -> dict:
         req = self.request
         prompt = req.prompt if req.prompt_token_ids is None else " ".join(map(str, req.prompt_token_ids))
-        return charts.history_row(self.result(), number, prompt)
+        # and the digests a repeated greedy prompt is recognised by (page.repeats), in no column
+        return {**charts.history_row(self.result(), number, prompt), **repeats.repeat_keys(self.result(), prompt)}
 
 
 def empty_frame(preset: Preset) -> dict:
@@ -203,20 +204,24 @@ def exports(values: dict) -> dict:
     return {"result_file": str(path), "summary_md": md}
 
 
-_PLAN_NOTES: dict = {}
+_PLANS: dict = {}
 
 
-def memory_plan_note(preset: Preset, device: str) -> str | None:
-    """What each engine's memory holds by the memory plan (specplay.plan: weights, draft, KV cache
-    reserved), once per preset; None where the plan can't be made (a model's config not to be had)."""
+def memory_plan_note(preset: Preset, device: str, engines: dict | None = None) -> str | None:
+    """What each engine's memory holds: weights by the memory plan (specplay.plan), the KV cache as vLLM
+    reserved it (`engines`: role -> EngineInfo, whose kv_cache_bytes is the engine's own figure) beside the
+    plan's estimate. The plan is made once per preset; None where it can't be made (a model's config not to
+    be had)."""
     key = (preset.name, preset.num_speculative_tokens, device)
-    if key not in _PLAN_NOTES:
+    if key not in _PLANS:
         try:
             from specplay.core.hardware import detect
             from specplay.plan.memory import plan
 
-            _PLAN_NOTES[key] = charts.plan_note(plan(preset, detect()))
+            _PLANS[key] = plan(preset, detect())
         except Exception:  # the note only explains the chart: never fail a frame for it
-            _PLAN_NOTES[key] = None
-    return _PLAN_NOTES[key]
-
+            _PLANS[key] = None
+    if _PLANS[key] is None:
+        return None
+    reserved = {role: info.get("kv_cache_bytes") for role, info in (engines or {}).items() if info}
+    return charts.plan_note(_PLANS[key], reserved)

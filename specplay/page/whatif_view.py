@@ -137,7 +137,9 @@ def view_html(start: Start | None, p: dict | None) -> str:
             f'<div class="f-note">{p["best"]:.2f}× predicted</div></div></div>'
             f'<div class="f-note">The standard model ({esc(start.method)}): speedup = {esc(formula)}. It assumes '
             'each drafted token is accepted with probability α given the ones before it; the gap between the '
-            'model at the run\'s values and the measured speedup is what it leaves out (overheads, noise).</div></div>')
+            'model at the run\'s values and the measured speedup is what it leaves out (overheads, noise).</div>'
+            + (f'<div class="f-note" id="whatif-cost-note">{esc(m.cost_note)}.</div>' if m.cost_note else '')
+            + '</div>')
 
 
 def whatif_panel(tab: Section) -> None:

@@ -214,6 +214,15 @@ def _engine_rows(preset, device: str) -> list[EngineRow]:
     return rows
 
 
+def kv_bytes_per_token_by_role(preset, device: str = "gpu") -> dict | None:
+    """Per role, the KV bytes a token takes over its engine's models (the plan's count): what turns a
+    server's reserved tokens into bytes (engine.remote). None where a model's config can't be had."""
+    try:
+        return {row.role: row.kv_bytes_per_token for row in _engine_rows(preset, device)}
+    except Exception:  # a model's config not to be had offline: the servers' figures stay unknown
+        return None
+
+
 def _capacity(row: EngineRow, capacity: int, max_len: int) -> None:
     row.kv_capacity_bytes = max(0, capacity)
     row.max_sequences = row.kv_capacity_bytes // row.kv_bytes_at_max_len

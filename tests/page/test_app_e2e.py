@@ -208,6 +208,12 @@ def test_layerskip_draft_outputs_identical_and_counters_match_chunks(app, prompt
     assert out["error"] == "" and result["identical"], result.get("divergence_context")
     assert result["baseline"]["text"] == result["speculative"]["text"] and result["baseline"]["text"].strip()
     assert result["engines"]["speculative"]["num_speculative_tokens"] == 3
+    # both engines at once (issue 45): the sentence names the sharing, from the run's solo stretch where it
+    # had one, and blames none of it on the draft where it had none
+    sentence = result["explanation"]
+    assert result["schedule"] == "concurrent" and "both engines ran at once" in sentence, sentence
+    assert "ms alone to" in sentence or "the step time includes what sharing the hardware cost" in sentence
+    assert html.escape(sentence) in out["explain"]
     check_draft_model_statistics(result, k=3, max_tokens=LAYERSKIP_MAX_TOKENS)
 
 

@@ -154,7 +154,7 @@ def test_no_import_cycles_between_modules():
 BACKEND_MODULES = ("specplay.engine.vllm_engine", "specplay.engine.remote")
 # What a backend may import from its own layer: the contract and the helpers that aren't backends.
 BACKEND_MAY_IMPORT = ("specplay.engine.base", "specplay.engine.processes", "specplay.engine.probes",
-                      "specplay.engine.vllm_facts")
+                      "specplay.engine.vllm_facts", "specplay.engine.kv_cache", "specplay.engine.prometheus")
 
 
 def all_imports(path: Path, name: str, known: set[str]) -> set[str]:

@@ -46,6 +46,9 @@ def test_a_near_tie_goes_to_the_smaller_k():
     assert dyn.schedule == [[1, 1024, 2]]
     assert dyn.fragment == {"num_speculative_tokens": 2, "num_speculative_tokens_per_batch_size": [[1, 1024, 2]]}
     assert "no schedule needed" in dyn.sentence()
+    # k=3 measured faster at 8: a tie the rule kept at k=2, not "best at every level" (issue 45)
+    assert "k=2 (k=3 within 2%, a tie) at 8 in flight" in dyn.sentence()
+    assert "best at every level" not in dyn.sentence()
 
 
 def test_repeats_let_a_larger_k_win_only_where_all_its_runs_beat_the_smaller_ones_point():
@@ -66,7 +69,7 @@ def test_speculation_off_where_no_k_beats_the_baseline():
     assert dyn.schedule == [[1, 15, 3], [16, 1024, 0]]
     assert dyn.fragment == {"num_speculative_tokens": 3,
                             "num_speculative_tokens_per_batch_size": [[1, 15, 3], [16, 1024, 0]]}
-    assert "off at 16 in flight" in dyn.sentence() and "Speculation off (k=0) at 16, 64 in flight" in dyn.sentence()
+    assert "off (k=2 within 2%, a tie) at 16 in flight" in dyn.sentence() and "Speculation off (k=0) at 16, 64 in flight" in dyn.sentence()
     # vLLM's own validation takes the schedule (k=0 allowed) and expands it as we mean it
     from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
 
@@ -139,3 +142,27 @@ def test_a_saved_preset_carries_the_schedule_and_loads(tmp_path):
         save_preset(PRESETS_DIR / "dummy-llama8b-draft1b-k3.yaml", "my-dynamic-k", dyn, tmp_path)
     with pytest.raises(ValueError, match="not a preset name"):
         save_preset(PRESETS_DIR / "dummy-llama8b-draft1b-k3.yaml", "../evil", dyn, tmp_path)
+
+
+def test_one_verdict_per_level_in_the_advice_and_the_dynamic_k_line():
+    """Issue 45's bench (dummy-llama8b-draft1b-k3, k=1..4 at 1, 8, 32 in flight): at 8 k=3 measured 1.515x and
+    k=2 1.512x. The per-level advice said "k=3 measured fastest: rule and measurement agree" while the dynamic-k
+    line kept k=2 on the tie margin and called it "best at every level measured". Both now say the same."""
+    from specplay.bench import advice as bench_advice
+
+    figures = {1: {1: 1.30, 2: 1.60, 3: 1.58, 4: 1.50}, 8: {1: 1.25, 2: 1.512, 3: 1.515, 4: 1.45},
+               32: {1: 1.10, 2: 1.20, 3: 1.15, 4: 1.05}}
+    rows = [BenchRow(workload="token ids", temperature=0.0, concurrency=c, k=k, speedup=s, acceptance_rate=0.6,
+                     tokens_per_step_ratio=1 + 0.6 * k, step_cost_ratio=(1 + 0.6 * k) / s)
+            for c, by_k in figures.items() for k, s in by_k.items()]
+    dyn = dynamic_k(rows)
+    assert dyn.best_k == {1: 2, 8: 2, 32: 2}
+    line = dyn.sentence()
+    assert "k=2 (k=3 within 2%, a tie) at 8 in flight" in line and "k=2 at 1 in flight" in line
+    assert "best at every level" not in line and "within the tie margin, so no schedule needed" in line
+    at8 = next(a for a in bench_advice.advise(rows, 3, "draft_model", True) if a.concurrency == 8)
+    assert at8.best_k == 2 and at8.agree
+    assert "k=2 (k=3 within 2%, a tie)" in at8.sentence and "k=3 measured fastest" not in at8.sentence
+    # where one k is fastest at every level, the dynamic-k line still says so
+    clean = dynamic_k([replace(r, speedup=1.40) if (r.concurrency, r.k) == (8, 3) else r for r in rows])
+    assert "One k (k=2) is best at every level measured" in clean.sentence()

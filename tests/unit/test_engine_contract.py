@@ -17,7 +17,7 @@ from specplay.run.result import RunResult
 from tests.echo_backend import EchoEngine, EchoSettings
 
 IN_PROCESS_KEYS = {"async_scheduling", "model_runner", "dtype", "method", "num_speculative_tokens",
-                   "per_request_metrics"}
+                   "per_request_metrics", "kv_cache_bytes"}
 
 
 @pytest.fixture

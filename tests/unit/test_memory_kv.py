@@ -46,8 +46,9 @@ def test_memory_chart_draws_kv_cache_in_use_on_a_second_axis_with_the_plans_note
     series = {BASELINE: MemorySeries(BASELINE, (10.0, 11.0), (2 * gib, 3 * gib), (0.05, 0.5)),
               SPECULATIVE: MemorySeries(SPECULATIVE, (10.0, 11.0), (2 * gib, 2 * gib), (None, None))}
     note = charts.plan_note(plan(get_preset("smollm2-layerskip-draft"), Hardware(0, None, (0, 1))))
-    assert note == ("baseline: weights 0.50 GiB + KV cache 1.00 GiB reserved · speculative: weights 0.50 GiB + "
-                    "draft model 0.42 GiB + KV cache 1.00 GiB reserved")
+    # before the engines have said what they reserved: the plan's figure, labelled as the plan's
+    assert note == ("baseline: weights 0.50 GiB + KV cache 1.00 GiB planned · speculative: weights 0.50 GiB + "
+                    "draft model 0.42 GiB + KV cache 1.00 GiB planned")
     fig = charts.memory_figure(series, "resident memory (RSS, CPU)", origin=10.0, plan_note=note)
     kv = [d for d in fig.data if d.yaxis == "y2"]
     assert len(kv) == 1 and list(kv[0].y) == [5.0, 50.0] and kv[0].name == "baseline: KV cache in use"
@@ -63,3 +64,34 @@ def test_remote_servers_kv_usage_comes_from_their_metrics_page():
             'vllm:kv_cache_usage_perc{engine="0",model_name="target"} 0.125\n'
             'vllm:kv_cache_usage_perc_other 0.9\n')
     assert parse_kv_usage(page) == 0.125 and parse_kv_usage("vllm:num_requests_running 1\n") is None
+
+
+def test_the_chart_shows_what_vllm_reserved_beside_the_plans_estimate():
+    """Issue 45: the chart's "reserved" was the plan's estimate (14.65 GiB where vLLM's log said 15.12)."""
+    gib = 1024 ** 3
+    memory_plan = plan(get_preset("smollm2-layerskip-draft"), Hardware(0, None, (0, 1)))  # 1 GiB planned each
+    note = charts.plan_note(memory_plan, {BASELINE: int(0.99 * gib), SPECULATIVE: int(1.2 * gib)})
+    assert "baseline: weights 0.50 GiB + KV cache 0.99 GiB reserved (planned 1.00 GiB)" in note  # within 5%: no gap
+    assert "KV cache 1.20 GiB reserved (planned 1.00 GiB, +20%)" in note
+    assert charts.kv_note(None, gib) == "KV cache 1.00 GiB planned" and charts.kv_note(gib, None) == "KV cache 1.00 GiB reserved"
+    assert charts.kv_note(int(0.9 * gib), gib) == "KV cache 0.90 GiB reserved (planned 1.00 GiB, -10%)"
+
+
+CACHE_INFO_PAGE = """# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",cache_dtype="auto",engine="0",enable_prefix_caching="True",num_cpu_blocks="None",num_gpu_blocks="1936"} 1.0
+# HELP vllm:kv_cache_usage_perc KV-cache usage.
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.0
+"""
+
+
+def test_a_servers_reserved_kv_cache_comes_from_its_cache_config_info():
+    from specplay.engine.kv_cache import parse_cache_config_info, served_kv_cache_bytes
+
+    assert parse_cache_config_info(CACHE_INFO_PAGE)["num_gpu_blocks"] == "1936"
+    per_token = 131072  # Llama-3.1-8B in bf16: 2 x 32 layers x 8 KV heads x 128 x 2 bytes
+    assert served_kv_cache_bytes(CACHE_INFO_PAGE, per_token) == 1936 * 16 * per_token
+    assert served_kv_cache_bytes(CACHE_INFO_PAGE, None) is None  # the server doesn't say its models' shapes
+    assert served_kv_cache_bytes("vllm:kv_cache_usage_perc 0.0\n", per_token) is None
+    assert parse_cache_config_info("vllm:cache_config_info{ garbled") is None

@@ -71,8 +71,8 @@ def test_replay_puts_both_engines_on_one_clock():
 def _result_with(speedup, gain, cost, acc, step, runner=None, **_) -> RunResult:
     """A RunResult with these figures (a synthetic run's, the factors overwritten)."""
     base = RunResult.of(run_with_acceptance()[1])
-    return dataclasses.replace(
-        base, speedup=speedup, tokens_per_step_ratio=gain, step_cost_ratio=cost,
+    return dataclasses.replace(  # sequential: nothing shared, the factors are the draft's (test_explain_schedule)
+        base, speedup=speedup, tokens_per_step_ratio=gain, step_cost_ratio=cost, schedule="sequential",
         baseline=dataclasses.replace(base.baseline, step_seconds=step),
         counters=SpecDecodeCounters(10, 100, round(acc * 100)),
         engines={BASELINE: {"async_scheduling": True},
