@@ -164,5 +164,5 @@ def test_one_verdict_per_level_in_the_advice_and_the_dynamic_k_line():
     assert at8.best_k == 2 and at8.agree
     assert "k=2 (k=3 within 2%, a tie)" in at8.sentence and "k=3 measured fastest" not in at8.sentence
     # where one k is fastest at every level, the dynamic-k line still says so
-    clean = dynamic_k([replace(r, speedup=1.40) if (r.concurrency, r.k) == (8, 3) else r for r in rows])
+    clean = dynamic_k([r.model_copy(update={"speedup": 1.40}) if (r.concurrency, r.k) == (8, 3) else r for r in rows])
     assert "One k (k=2) is best at every level measured" in clean.sentence()
