@@ -55,7 +55,7 @@ def direct_run(pair, request, schedule: str) -> dict:
     from specplay.run import stream
     from specplay.run.result import RunResult
 
-    return RunResult.of(stream.compare(pair, request, schedule)).to_json()
+    return RunResult.of(stream.compare(pair, request, schedule)).model_dump(mode="json")
 
 
 def app_run(client, prompt: str, max_tokens: int, schedule: str) -> dict:

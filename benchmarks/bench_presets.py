@@ -106,7 +106,7 @@ def bench_preset(pair, preset, prompts: list[str], max_tokens: int, repeats: int
             for role in steps:  # exact step counts (steps_source), not chunks
                 steps[role].append(c.traces[role].decode_steps / c.traces[role].decode_seconds)
             if i:  # the first run is a warm-up
-                runs.append(RunResult.of(c).to_json())
+                runs.append(RunResult.of(c).model_dump(mode="json"))
         med = lambda xs: round(statistics.median(x for x in xs if x is not None), 2)  # noqa: E731
         b_tps = med(r[BASELINE]["tokens_per_s"] for r in runs)
         s_tps = med(r[SPECULATIVE]["tokens_per_s"] for r in runs)

@@ -87,7 +87,7 @@ def prompt_row(pair, preset, hardware, label: str, request) -> dict:
     from specplay.run.compare_prompt import result_on
 
     typed = result_on(pair, preset, request, Schedule.SEQUENTIAL, hardware, step_floor_s(preset, hardware))
-    result = typed.to_json()
+    result = typed.model_dump(mode="json")
     row = {"prompt": label, "identical": result["identical"],
            "first_divergence": result["first_divergence"],
            "tokens": [len(result[r]["token_ids"]) for r in ("baseline", "speculative")],

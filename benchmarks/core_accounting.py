@@ -45,7 +45,7 @@ def account(pair, request, layout: str) -> None:
     time.sleep(1.2)  # past the schedulers' 1 s busy-poll after their last read
     pids = [os.getpid()] + [c.pid for c in psutil.Process().children(recursive=True)]
     before, t0 = thread_times(pids), time.monotonic()
-    result = RunResult.of(stream.compare(pair, request, "sequential")).to_json()
+    result = RunResult.of(stream.compare(pair, request, "sequential")).model_dump(mode="json")
     after, wall = thread_times(pids), time.monotonic() - t0
     roles = {pid: role for role, ids in pair.process_ids().items() for pid in ids}
     print(f"\n{layout}: wall {wall:.2f} s, speedup {result['speedup']}×, step-cost ratio {result['step_cost_ratio']}, "

@@ -290,6 +290,18 @@ repository.
 "turns"}`), three in each of its 13 categories (writing, roleplay, reasoning, math, coding, extraction, stem,
 humanities, translation, summarization, qa, math_reasoning, rag), written for this project (no third-party
 text; the project's licence). `specplay bench --dataset spec-bench-mini` runs it, a workload per category.
+
+## `speed_bench_mini/` (not built by the script)
+
+`speed_bench_mini/` is a SPEED-Bench folder as vLLM's `speed_bench` loader reads it (class `SpeedBench` in
+vllm/benchmarks/datasets/datasets.py: `<dataset_path>/<subset>.jsonl`, one object a line, its `category` and
+`messages[0]["content"]`; the layout NeMo-Skills' speed-bench/prepare.py writes, with `question_id` and
+`source` beside). `qualitative.jsonl`: 22 prompts, two in each of SPEED-Bench's 11 qualitative categories
+(coding, humanities, math, multilingual, qa, rag, reasoning, roleplay, stem, summarization, writing), written
+for this project. `throughput_1k.jsonl`: one prompt of about a thousand tokens in each of the throughput
+subsets' three categories (low_entropy: copy a list; mixed: group and summarize it; high_entropy: a story
+from it), the list being `spec_bench_mini.jsonl`'s own prompts. No third-party text; the project's licence.
+`specplay bench --dataset speed-bench-mini` runs both subsets, a workload per subset and category.
 """
 
 

@@ -1,4 +1,4 @@
-"""Record what a vLLM wheel can do (its speculative methods, SpeculativeConfig fields, runners, verifiers)
+"""Record what a vLLM wheel can do (its speculative methods, SpeculativeConfig fields, runners, verifiers, EngineArgs fields)
 into a JSON fixture, read from the wheel's own source with ast (specplay.engine.vllm_facts); the wheel is
 never installed. The suite feeds the preset catalog these facts to catch, without a GPU, which presets a
 vLLM we can't install here refuses or runs (tests/unit/test_presets_vllm034.py).

@@ -29,15 +29,16 @@ def _manager(factory=None, **kwargs):
     return manager
 
 
-def queued_call(url: str, fn_index: int, data: list, session: str, on_message=None) -> dict:
+def queued_call(url: str, fn_index: int, data: list, session: str, on_message=None, params=None) -> dict:
     """One queued event of `session` joined over HTTP and read to its end: its process_completed message
-    (`on_message` sees every line of the stream)."""
+    (`on_message` sees every line of the stream). `params`: the page address's query (as the browser sends it)."""
     import json
 
     import httpx
 
     body = {"data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None}
-    assert httpx.post(f"{url}/gradio_api/queue/join", json=body, timeout=30).status_code == 200
+    joined = httpx.post(f"{url}/gradio_api/queue/join", json=body, params=params, timeout=30)
+    assert joined.status_code == 200, joined.text
     with httpx.stream("GET", f"{url}/gradio_api/queue/data", params={"session_hash": session},
                       timeout=120) as stream:
         for line in stream.iter_lines():
@@ -67,9 +68,9 @@ def words_pair(preset, n: int, step_delay: float):
     return pair
 
 
-def fake_page(tmp_path, monkeypatch, make_pair):
+def fake_page(tmp_path, monkeypatch, make_pair, settings=None):
     """A real page on a FakePair from `make_pair(preset)`, served on a free port (a generator for a pytest
-    fixture): yields the demo and its URL, closes both after."""
+    fixture): yields the demo and its URL, closes both after. `settings`: the operator's PageSettings."""
     from types import SimpleNamespace
 
     from specplay.page import ui
@@ -78,7 +79,7 @@ def fake_page(tmp_path, monkeypatch, make_pair):
 
     monkeypatch.setattr(ui, "PAGE_DIR", tmp_path / "page")
     manager = _manager(lambda p, hw, log=print: make_pair(p))
-    demo = ui.build_page(manager)
+    demo = ui.build_page(manager, settings)
     ui.launch(demo, "127.0.0.1", free_port(), block=False)
     try:
         yield SimpleNamespace(demo=demo, url=demo.local_url.rstrip("/"),

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from specplay.core.events import BASELINE, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
+from specplay.engine.base import EngineInfo
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -124,7 +125,7 @@ class FakePair:
         return {BASELINE: [os.getpid()], SPECULATIVE: [os.getpid()]}
 
     def engine_info(self):
-        return {BASELINE: {"async_scheduling": False}, SPECULATIVE: {"async_scheduling": False}}
+        return {BASELINE: EngineInfo(async_scheduling=False), SPECULATIVE: EngineInfo(async_scheduling=False)}
 
     def shutdown(self):
         pass
@@ -219,6 +220,7 @@ def shared_app() -> AppServer:
     server = start_shared_app()
     if server.ready:
         return server
+    _after_the_engine_free_tests()
     try:
         return server.wait_ready()
     except Exception:
@@ -227,6 +229,16 @@ def shared_app() -> AppServer:
             if _server is server:
                 _server = None
         raise
+
+
+def _after_the_engine_free_tests(limit_s: float = 1800) -> None:
+    """scripts/test.sh runs the engine-free tests in another process while this one loads the app server, and
+    names the file their end writes (PLAYGROUND_TESTS_AFTER): the page's tests wait for it, so they never share
+    the cores with those (beside them, both took minutes longer)."""
+    flag = os.environ.get("PLAYGROUND_TESTS_AFTER")
+    deadline = time.monotonic() + limit_s
+    while flag and not Path(flag).exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def stop_shared_app() -> None:

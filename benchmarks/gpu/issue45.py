@@ -37,13 +37,29 @@ def _pair(preset, variant: dict):
 
 
 def _run(pair, preset, schedule: str, max_tokens: int):
+    """(the run of the prompt on `schedule`, the request it was given: its text, or token ids for dummy weights)"""
     from specplay.core.events import GenerationRequest
+    from specplay.engine.base import PromptError
     from specplay.run.compare_prompt import result_on
 
-    return result_on(pair, preset, GenerationRequest(prompt=PROMPT, max_tokens=max_tokens, temperature=0.0), schedule)
+    request = GenerationRequest(prompt=PROMPT, max_tokens=max_tokens, temperature=0.0)
+    try:
+        pair.prompt_token_ids(request)
+    except PromptError:  # a dummy-weights preset has no tokenizer: the prompt as token ids, as the bench gives them
+        request = GenerationRequest(prompt="", prompt_token_ids=tuple(1000 + (7 * i) % 5000 for i in range(64)),
+                                    max_tokens=max_tokens, temperature=0.0, ignore_eos=True)
+    return result_on(pair, preset, request, schedule), request
 
 
-def measure(name: str, variant: dict, repeat: int, max_tokens: int) -> dict:
+def _record(path, preset, result, request) -> None:
+    """The run as a recording (what `compare --record` writes: run/recording.py), made on this machine."""
+    from specplay.core.hardware import detect
+    from specplay.run.recording import provenance, recording_of, write_recording
+
+    write_recording(recording_of(result, provenance(preset, detect(), "issue45.py"), request), path)
+
+
+def measure(name: str, variant: dict, repeat: int, max_tokens: int, record: str | None = None) -> dict:
     from specplay.plan.memory import plan
     from specplay.presets.catalog import get_preset
 
@@ -57,7 +73,7 @@ def measure(name: str, variant: dict, repeat: int, max_tokens: int) -> dict:
     try:
         schedules = ["sequential"] * repeat if repeat else ["concurrent", "sequential", "concurrent", "sequential"]
         for schedule in schedules:
-            result = _run(pair, preset, schedule, max_tokens)
+            result, request = _run(pair, preset, schedule, max_tokens)
             out["runs"].append({
                 "schedule": schedule, "identical": result.identical, "speedup": result.speedup,
                 "tokens_per_step_ratio": result.tokens_per_step_ratio, "step_cost_ratio": result.step_cost_ratio,
@@ -65,6 +81,8 @@ def measure(name: str, variant: dict, repeat: int, max_tokens: int) -> dict:
                 "kv_reserved_bytes": {role: info.kv_cache_bytes for role, info in result.engines.items()},
             })
             print(json.dumps({k: v for k, v in out["runs"][-1].items() if k != "baseline_token_ids"}), flush=True)
+            if record and schedule == "sequential":
+                _record(record, preset, result, request)  # the last sequential run
     finally:
         pair.shutdown()
     ids = [r["baseline_token_ids"] for r in out["runs"]]
@@ -79,6 +97,7 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=None, help="engine arguments as JSON, per pair")
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--record", default=None, help="also write the last sequential run as a recording here")
     args = parser.parse_args()
     from specplay.core.hardware import detect
 
@@ -90,7 +109,7 @@ def main() -> None:
     except Exception:
         pass
     for variant in [json.loads(v) for v in (args.variant or ["{}"])]:
-        found["pairs"].append(measure(args.preset, variant, args.repeat, args.max_tokens))
+        found["pairs"].append(measure(args.preset, variant, args.repeat, args.max_tokens, args.record))
         with open(args.out, "w") as f:  # after each pair: a run cut short still leaves what it measured
             json.dump(found, f, indent=1)
 

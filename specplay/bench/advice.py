@@ -101,9 +101,10 @@ def _advice(key: tuple, by_k: dict, preset_k: int, kind: str, async_scheduling: 
     current = min(ks, key=lambda k: (abs(k - preset_k), k))
     rate = by_k[current].acceptance_rate
     verdict, target = rule_k(current, rate)
-    timed = [k for k in ks if by_k[k].speedup is not None]
+    timed = [k for k in ks if by_k[k].speedups]
     # the dynamic-k rule's own verdict (bench.schedule.decide): one decision per level, ties named
-    decision = decide({k: [by_k[k].speedup] for k in timed}) if timed else None
+    # each k's runs (--num-runs): the low end measured; one run: its speedup less the tie margin
+    decision = decide({k: by_k[k].speedups for k in timed}) if timed else None
     best = decision.k if decision is not None and decision.k != OFF else current
     speedup = by_k[best].speedup
     rate_text = f"{rate:.0%} of drafted tokens accepted at k={current}" if rate is not None else f"no drafts at k={current}"

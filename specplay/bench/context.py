@@ -20,6 +20,9 @@ INSTRUCTION = "Summarize the text below in a few paragraphs, reusing its key ter
 SOURCES = ("summarize", "rewrite", "qa", "conversations", "chat", "code")
 STRIDE = 997  # tokens between the starts of a bucket's prompts (prime: prompts don't line up with text seams)
 FIT_ROUNDS = 4
+MAX_BUCKETS = 16  # each length is a workload of its own: its runs, rows and chart lines
+# the buckets' prompts in all (n of each length): 2^24 token ids are ~0.6 GB as the Python ints a prompt holds
+MAX_TOTAL_TOKENS = 1 << 24
 
 
 def workload_name(tokens: int) -> str:
@@ -32,12 +35,20 @@ def context_of(workload: str) -> int | None:
     return int(rest) if rest.isdigit() else None
 
 
-def check_lengths(lengths, max_tokens: int, max_model_len: int) -> None:
-    """Each bucket plus max tokens fits max_model_len (vLLM refuses a longer request)."""
-    for length in lengths:
+def check_lengths(lengths, max_tokens: int, max_model_len: int, n: int = 1) -> None:
+    """At most MAX_BUCKETS lengths, each bucket plus max tokens fits max_model_len (vLLM refuses a longer
+    request), and n prompts of each hold at most MAX_TOTAL_TOKENS tokens: checked before a prompt is built."""
+    buckets = tuple(dict.fromkeys(lengths))
+    if len(buckets) > MAX_BUCKETS:
+        raise WorkloadError(f"context lengths: {len(buckets):,} lengths, more than {MAX_BUCKETS} (each is a bench "
+                            "workload of its own)")
+    for length in buckets:
         if not 16 <= length <= max_model_len - max_tokens:
-            raise WorkloadError(f"context lengths: {length} tokens + max tokens {max_tokens} must fit max_model_len "
-                                f"{max_model_len} (and be at least 16); try up to {max_model_len - max_tokens}")
+            raise WorkloadError(f"context lengths: {str(length)[:24]} tokens + max tokens {max_tokens} must fit "
+                                f"max_model_len {max_model_len} (and be at least 16); try up to {max_model_len - max_tokens}")
+    if n * sum(buckets) > MAX_TOTAL_TOKENS:
+        raise WorkloadError(f"context lengths: {n:,} prompts of each length are {n * sum(buckets):,} tokens in all, more "
+                            f"than the bench's {MAX_TOTAL_TOKENS:,}; give fewer prompts or shorter lengths")
 
 
 def corpus_ids(tokenizer) -> list[int]:

@@ -113,14 +113,14 @@ def _rate_sentence(timed: list, losing) -> str:
     return sentence
 
 
-def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, concurrency: int | None = None,
-                       tokenizer: str | None = None) -> str:
-    """The `vllm bench serve` line that sends this workload file to a running server as the bench did
-    (the file's `{"prompt": ...}` lines are what `--dataset-name custom` reads); `tokenizer`: a local folder
-    where the served name is a hub id this machine may not have (an offline model)."""
+def vllm_bench_command(dataset: list[str], settings: dict, model: str, port: int, rate=None,
+                       concurrency: int | None = None, tokenizer: str | None = None) -> str:
+    """The `vllm bench serve` line that sends a workload to a running server as the bench did; `dataset`: its
+    --dataset-name flags (bench.vllm_datasets); `tokenizer`: a local folder where the served name is a hub
+    id this machine may not have (an offline model)."""
     parts = ["vllm", "bench", "serve", "--backend", "vllm", "--base-url", f"http://127.0.0.1:{port}",
-             "--model", model, *(["--tokenizer", str(tokenizer)] if tokenizer else []), "--dataset-name", "custom", "--dataset-path", str(path), "--disable-shuffle",
-             "--num-prompts", str(settings.get("n")), "--custom-output-len", str(settings.get("max_tokens")),
+             "--model", model, *(["--tokenizer", str(tokenizer)] if tokenizer else []), *dataset, "--disable-shuffle",
+             "--num-prompts", str(settings.get("n")),
              "--temperature", f"{(settings.get('temperature') or [0])[0]:g}", "--seed", str(settings.get("seed", 0)),
              "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"]
     if rate is not None:
@@ -132,12 +132,14 @@ def vllm_bench_command(path, settings: dict, model: str, port: int, rate=None, c
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def vllm_bench_commands(preset, settings, max_tokens: int, workloads) -> dict[str, dict[str, str]]:
-    """Per workload file, the `vllm bench serve` line for each engine's server (the serve lines' ports): the
-    first concurrency as --max-concurrency, or the first request rate as --request-rate."""
+def vllm_bench_commands(preset, settings, max_tokens: int, workloads, generated=()) -> dict[str, dict[str, str]]:
+    """Per workload, the `vllm bench serve` line for each engine's server (the serve lines' ports): the first
+    concurrency as --max-concurrency, or the first request rate as --request-rate. `workloads`: names or files
+    (vLLM's custom dataset); `generated`: the run's dataset categories and context buckets, by workload name
+    (bench.vllm_datasets)."""
     import dataclasses
 
-    from specplay.bench.workloads import WorkloadError, workload_path
+    from specplay.bench.vllm_datasets import workload_flags
     from specplay.core.events import BASELINE, SPECULATIVE
     from specplay.presets.engines import BASELINE_PORT, SPECULATIVE_PORT, serve_model
     from specplay.presets.models import resolve_model
@@ -146,13 +148,7 @@ def vllm_bench_commands(preset, settings, max_tokens: int, workloads) -> dict[st
     rate = settings.request_rate[0] if settings.request_rate else None
     concurrency = None if rate is not None else settings.concurrency[0]
     model, local = serve_model(preset.target.model), resolve_model(preset.target.model)
-    out = {}
-    for name_or_path in workloads:
-        try:
-            name, path = workload_path(name_or_path)
-        except WorkloadError:
-            continue
-        out[name] = {role: vllm_bench_command(path, values, model, port, rate, concurrency,
-                                              tokenizer=local if local != model else None)
-                     for role, port in ((BASELINE, BASELINE_PORT), (SPECULATIVE, SPECULATIVE_PORT))}
-    return out
+    return {name: {role: vllm_bench_command(flags, values, model, port, rate, concurrency,
+                                            tokenizer=local if local != model else None)
+                   for role, port in ((BASELINE, BASELINE_PORT), (SPECULATIVE, SPECULATIVE_PORT))}
+            for name, flags in workload_flags(settings, max_tokens, workloads, generated).items()}

@@ -22,7 +22,8 @@ from specplay.bench.vllm_format import write_summary
 TABLE_COLUMNS = {
     "workload": "workload", "temperature": "T", "concurrency": "c", "request_rate": "req/s", "k": "k",
     "acceptance": "a",
-    "speedup": "speedup", "tokens_per_step_ratio": "tok/step ×", "step_cost_ratio": "step cost ×",
+    "speedup": "speedup", "speedup_min": "runs min", "speedup_max": "runs max",  # the last two: --num-runs > 1
+    "tokens_per_step_ratio": "tok/step ×", "step_cost_ratio": "step cost ×",
     "acceptance_rate": "accept", "mean_acceptance_length": "MAL", "predicted_speedup": "predicted",
     "predicted_speedup_measured": "pred. (times)", "draft_pass_cost": "draft/pass",
     "tokens_per_s_baseline": "tok/s b", "tokens_per_s_speculative": "tok/s s",
@@ -41,6 +42,7 @@ def table(rows: list) -> tuple[list[str], list[list[str]]]:
     (no acceptance column without synthetic acceptance, no identity column above T=0 only)."""
     rows = flat_rows(rows)
     figures = {column: figure for column, figure, _ in metrics.bench_columns()}
+    figures.update(speedup_min=figures["speedup"], speedup_max=figures["speedup"])  # the runs' spread, as speedup
     columns = [c for c in TABLE_COLUMNS
                if any(r.get(c) is not None for r in rows) or (not rows and c in SETTING_KEYS[:4])]
     cells = []
@@ -77,6 +79,10 @@ def aligned(headers: list[str], cells: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+# lists and nested figures: bench.json's (and vllm/summary.json's); the CSV keeps the flat columns
+NOT_IN_CSV = ("accepted_per_position", "drafted_per_position", "serving", "runs")
+
+
 def csv_rows(rows: list) -> tuple[list[str], list[dict]]:
     """Flat rows for the CSV: the accepted share per draft position spread over acceptance_pos_1..k, and what
     it is a share of in acceptance_pos_of (report.accepted_shares; the
@@ -85,7 +91,7 @@ def csv_rows(rows: list) -> tuple[list[str], list[dict]]:
     positions = max((len(r.get("accepted_per_position") or []) for r in rows), default=0)
     flat = []
     for row in rows:
-        out = {k: v for k, v in row.items() if k not in ("accepted_per_position", "drafted_per_position", "serving")}
+        out = {k: v for k, v in row.items() if k not in NOT_IN_CSV}
         shares = accepted_shares(row)
         out.update({f"acceptance_pos_{i + 1}": round(shares[i], 4) if i < len(shares) and shares[i] is not None
                     else None for i in range(positions)})

@@ -43,7 +43,8 @@ def load_prompts(settings, preset) -> dict[str, list]:
                 raise BenchError(f"{name_or_path}: {preset.name} has no tokenizer: every line needs prompt_token_ids")
             _add(out, prompts[0].workload, prompts)
         if settings.dataset:
-            for name, prompts in datasets.dataset_workloads(settings.dataset, settings.dataset_name, settings.n).items():
+            for name, prompts in datasets.dataset_workloads(settings.dataset, settings.dataset_name, settings.n,
+                                                            settings.speed_bench_subsets).items():
                 _add(out, name, prompts)
         if settings.context_lengths:
             for name, prompts in _context(settings, preset).items():
@@ -63,7 +64,7 @@ def _add(out: dict, name: str, prompts: list) -> None:
 
 def _context(settings, preset) -> dict[str, list]:
     max_tokens = settings.max_tokens or preset.default_max_tokens
-    context.check_lengths(settings.context_lengths, max_tokens, preset.target.max_model_len)
+    context.check_lengths(settings.context_lengths, max_tokens, preset.target.max_model_len, settings.n)
     if preset.prompt_input == "token_ids":
         return context.context_workloads(settings.context_lengths, settings.n, None, target_vocab_size(preset, 128256))
     try:

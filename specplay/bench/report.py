@@ -17,18 +17,42 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_serializer, model_validator
 
 from specplay.bench.advice import Advice
 from specplay.bench.schedule import DynamicKReport
-from specplay.core.events import ROLES, position_rates
+from specplay.core.events import BASELINE, ROLES, SPECULATIVE, position_rates
+from specplay.core.reading import BENCH_MAX_BYTES, UnreadableInput, first_error, load_json
 from specplay.presets.schema import Published
 from specplay.run import metrics
 
-SCHEMA_VERSION = 2  # 2: environment nested, command a list, rows carry `serving` (vllm bench serve's keys)
+# 2: environment nested, command a list, rows carry `serving` (vllm bench serve's keys); rows measured several
+# times (--num-runs) carry `runs` and their speedup's spread (an earlier file has none: one run each)
+SCHEMA_VERSION = 2
 SETTING_KEYS = ("workload", "temperature", "concurrency", "k", "acceptance", "request_rate")
 # a row's figures for the run (not per engine): its declared fields, the same keys as metrics.BENCH_FIGURES'
 RUN_FIGURES = tuple(column for column, _, role in metrics.bench_columns() if role is None)
+
+
+class RunFigures(BaseModel):
+    """One run of a setting measured several times (--num-runs): its speedup and what makes it, and each
+    engine's decode rate. bench.json's row keeps one per run under `runs`."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+    speedup: float | None = None
+    tokens_per_step_ratio: float | None = None
+    step_cost_ratio: float | None = None
+    acceptance_rate: float | None = None
+    mean_acceptance_length: float | None = None
+    throughput_ratio: float | None = None
+    tokens_per_s_baseline: float | None = None
+    tokens_per_s_speculative: float | None = None
+
+    @classmethod
+    def of(cls, row: "BenchRow") -> "RunFigures":
+        return cls(**{key: getattr(row, key) for key in cls.model_fields if hasattr(row, key)},
+                   tokens_per_s_baseline=row.engine("tokens_per_s", BASELINE),
+                   tokens_per_s_speculative=row.engine("tokens_per_s", SPECULATIVE))
 
 
 class BenchRow(BaseModel):
@@ -66,6 +90,23 @@ class BenchRow(BaseModel):
     tokens_speculative: int = 0
     engines: dict[str, dict[str, float | None]] = {}
     serving: dict[str, dict[str, Any]] = {}
+    runs: tuple[RunFigures, ...] = ()  # each run's figures when measured several times (--num-runs); else none
+
+    @classmethod
+    def of_runs(cls, rows: list["BenchRow"]) -> "BenchRow":
+        """One setting measured len(rows) times as one row: the median run's (by speedup; the lower middle
+        of an even count) with every run's figures in `runs`, so the spread is kept; a lone run as it is."""
+        if len(rows) == 1:
+            return rows[0]
+        ranked = sorted(rows, key=lambda r: (r.speedup is None, r.speedup or 0.0))
+        timed = [r for r in ranked if r.speedup is not None] or ranked
+        return timed[(len(timed) - 1) // 2].model_copy(update={"runs": tuple(RunFigures.of(r) for r in rows)})
+
+    @property
+    def speedups(self) -> list[float]:
+        """The speedup's measurements: one per run (--num-runs), else the row's own; none where untimed."""
+        values = [r.speedup for r in self.runs] if self.runs else [self.speedup]
+        return [float(v) for v in values if v]
 
     @model_validator(mode="before")
     @classmethod
@@ -95,6 +136,9 @@ class BenchRow(BaseModel):
         out.update(tokens_baseline=self.tokens_baseline, tokens_speculative=self.tokens_speculative)
         if self.serving:
             out["serving"] = {role: dict(values) for role, values in self.serving.items()}
+        if self.runs:  # the spread of the repeats, and each run (read back into `runs`)
+            out.update(num_runs=len(self.runs), speedup_min=min(self.speedups, default=None),
+                       speedup_max=max(self.speedups, default=None), runs=[r.model_dump() for r in self.runs])
         return out
 
     @property
@@ -186,13 +230,16 @@ class BenchReport(BaseModel):
 
     @classmethod
     def load(cls, path) -> "BenchReport":
-        """A bench.json (or the folder holding one) back: ValueError saying why when it isn't one."""
+        """A bench.json (or the folder holding one) back, read bounded (core.reading: a regular file of at most
+        BENCH_MAX_BYTES, its nesting and numbers bounded); UnreadableInput, one line naming the file and why
+        (or its first bad field), when it isn't one. The one reader of a bench result (--replot, diff)."""
         path = Path(path)
         path = path / "bench.json" if path.is_dir() else path
+        data = load_json(path, BENCH_MAX_BYTES, str(path))
         try:
-            return cls.model_validate(json.loads(path.read_text()))
-        except (OSError, ValueError) as exc:  # (pydantic's ValidationError is a ValueError)
-            raise ValueError(f"{path}: not a bench result ({type(exc).__name__}: {exc})") from None
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise UnreadableInput(first_error(str(path), exc)) from None
 
 
 def accepted_shares(row: Mapping) -> list[float | None]:

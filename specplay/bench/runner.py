@@ -18,15 +18,16 @@ import itertools
 import math
 import threading
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Generator, Iterator
 
 from specplay.run import metrics, whatif
 from specplay.bench.advice import advise
 from specplay.bench.latency import latency_figures, poisson_arrivals, rate_sentences, vllm_bench_commands
-from specplay.bench import schedule
+from specplay.bench import context, schedule
 from specplay.bench.passes import measured_prediction, preset_draft_passes
 from specplay.bench.report import SETTING_KEYS, BenchReport, BenchRow, Environment
 from specplay.bench.vllm_format import parse_goodput, serving
+from specplay.bench.workloads import WorkloadError
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest
 from specplay.core.trace import pooled_decode_rate
 from specplay.engine.base import engines_json
@@ -34,31 +35,12 @@ from specplay.presets.catalog import Preset, engine_settings
 from specplay.bench.prompts import (  # noqa: F401 (load_prompts, TOKEN_IDS: the CLI's and tests' import path)
     TOKEN_IDS, BenchError, load_prompts, named_workloads,
 )
+from specplay.bench.settings import MAX_RUNS, BenchSettings, check  # noqa: F401 (the CLI's and tests' import path)
 
 WARMUP_TOKENS = 8
 # A short prompt of its own for warm-ups, so they leave nothing of a measured prompt in the prefix cache.
 WARMUP_TEXT = "Count from one to twenty."
 WARMUP_IDS = tuple(range(2000, 2064))
-
-
-@dataclass(frozen=True)
-class BenchSettings:
-    preset: str
-    workloads: tuple[str, ...] = ()  # names or JSONL paths; empty: code and chat (token ids without a tokenizer)
-    n: int = 4  # prompts per workload
-    concurrency: tuple[int, ...] = (1,)  # closed loop: requests in flight (vllm bench serve's --max-concurrency)
-    # open loop: requests per second, Poisson arrivals seeded with `seed` (math.inf: all at once); one row
-    # per rate beside the closed-loop ones, every request of the workload allowed in flight
-    request_rate: tuple[float, ...] = ()
-    k: tuple[int, ...] = ()  # empty: the preset's k
-    temperature: tuple[float, ...] = (0.0,)
-    acceptance: tuple[float, ...] = ()  # synthetic presets only; empty: the preset's own
-    max_tokens: int | None = None  # None: the preset's default
-    seed: int = 0
-    dataset: str | None = None  # a shipped dataset's name or a file (bench.datasets): a workload per category
-    dataset_name: str | None = None  # its format, vllm bench serve's --dataset-name (None: from the extension)
-    context_lengths: tuple[int, ...] = ()  # prompt lengths in target tokens: a workload per bucket (bench.context)
-    goodput: tuple[str, ...] = ()  # vllm bench serve's --goodput SLOs, "ttft:500" (ms): request_goodput
 
 
 @dataclass(frozen=True)
@@ -91,13 +73,19 @@ class Setting:
 class Plan:
     variants: tuple[Variant, ...]  # in run order: the loaded one first, so it needs no restart
     settings: tuple[Setting, ...]  # one row each, in run order
-    baseline_batches: int
+    baseline_batches: int  # every run's
     restarts: int  # speculative engine starts (the restore at the end included)
+    runs: int = 1  # measurements of each setting (BenchSettings.num_runs)
+
+    @property
+    def batches(self) -> int:
+        """Measured batches: the baselines' and each setting's, every run."""
+        return self.baseline_batches + len(self.settings) * self.runs
 
     @property
     def units(self) -> int:
         """Progress units: one per measured batch and one per engine restart."""
-        return self.baseline_batches + len(self.settings) + self.restarts
+        return self.batches + self.restarts
 
 
 @dataclass(frozen=True)
@@ -144,40 +132,6 @@ def variant_preset(preset: Preset, variant: Variant) -> Preset:
     return dataclasses.replace(preset, speculative_config=spec)
 
 
-def check(settings: BenchSettings, preset: Preset) -> None:
-    def bad(what: str, expected: str, got) -> None:
-        raise BenchError(f"{what}: expected {expected}, got {got!r}")
-
-    if not 1 <= settings.n <= 1000:
-        bad("n", "1 to 1000 prompts per workload", settings.n)
-    for c in settings.concurrency or bad("concurrency", "at least one value", ()):
-        if not 1 <= c <= 512:
-            bad("concurrency", "requests in flight from 1 to 512", c)
-    for r in settings.request_rate:
-        if not r > 0:
-            bad("request rate", "requests per second above 0, or inf", r)
-    limits = preset.speculative_config.limits  # the schema's, one place
-    for k in settings.k:
-        if not limits.allows_k(k):
-            bad("k", f"num_speculative_tokens from {limits.k_min} to {limits.k_max}", k)
-    for t in settings.temperature or bad("temperature", "at least one value", ()):
-        if not 0 <= t <= 2:
-            bad("temperature", "0 to 2", t)
-    if settings.acceptance and not is_synthetic(preset):
-        raise BenchError(f"acceptance: {preset.name} measures real acceptance; --acceptance applies to presets "
-                         "with rejection_sample_method: synthetic (the dummy-* presets)")
-    for a in settings.acceptance:
-        if not 0 <= a <= 1:
-            bad("acceptance", "a probability from 0 to 1", a)
-    try:
-        parse_goodput(settings.goodput)
-    except ValueError as exc:
-        raise BenchError(str(exc)) from None
-    limit = preset.target.max_model_len // 2
-    if settings.max_tokens is not None and not 1 <= settings.max_tokens <= limit:
-        bad("max tokens", f"1 to half of max_model_len ({limit})", settings.max_tokens)
-
-
 def make_plan(settings: BenchSettings, preset: Preset, workloads: list[str], restore: bool = False) -> Plan:
     """What runs, in order. The baseline batches count once per (workload, temperature, concurrency)."""
     check(settings, preset)
@@ -192,7 +146,8 @@ def make_plan(settings: BenchSettings, preset: Preset, workloads: list[str], res
                  for v in variants for w, t, (c, r) in itertools.product(workloads, temps, loops))
     restarts = sum(v != loaded for v in variants)
     restarts += 1 if restore and variants[-1] != loaded else 0
-    return Plan(tuple(variants), rows, len(workloads) * len(temps) * len(loops), restarts)
+    runs = settings.num_runs
+    return Plan(tuple(variants), rows, len(workloads) * len(temps) * len(loops) * runs, restarts, runs)
 
 
 # -- figures of a batch -------------------------------------------------------------------------------------
@@ -259,6 +214,11 @@ def bench_row(setting: Setting, baseline, speculative, synthetic: bool = False, 
 
 
 # -- the run ------------------------------------------------------------------------------------------------
+def _where(setting: Setting) -> str:
+    return f"{setting.workload} · T={setting.temperature:g} · " + (
+        f"c={setting.concurrency}" if setting.request_rate is None else f"{setting.request_rate:g} req/s")
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -280,13 +240,14 @@ class BenchRun:
         self.started, self.finished = _now(), None
         self._loaded = loaded_variant(preset)
         self._warm: set = set()
+        self._done = 0  # progress units done (run() counts them)
 
     @property
     def cancelled(self) -> bool:
         return self.cancel is not None and self.cancel.is_set()
 
     def run(self) -> Iterator[Progress]:
-        plan, done = self.plan, 0
+        plan, self._done = self.plan, 0
         baselines: dict[tuple, object] = {}
         original = loaded_variant(self.preset)
         try:
@@ -294,38 +255,50 @@ class BenchRun:
                 if self.cancelled:
                     break
                 if variant != self._loaded:
-                    yield Progress(done, plan.units, f"loading the speculative engine with {variant.label}")
+                    yield Progress(self._done, plan.units, f"loading the speculative engine with {variant.label}")
                     self._swap(variant)
-                    done += 1
+                    self._done += 1
                 self.engines[variant.label] = engines_json(self.pair.engine_info())  # the report keeps JSON
                 for setting in (s for s in plan.settings if s.variant == variant):
-                    key = (setting.workload, setting.temperature, setting.concurrency, setting.request_rate)
-                    where = f"{setting.workload} · T={setting.temperature:g} · " + (
-                        f"c={setting.concurrency}" if setting.request_rate is None else f"{setting.request_rate:g} req/s")
-                    if key not in baselines:
-                        yield Progress(done, plan.units, f"baseline · {where}")
-                        baselines[key] = self._measure(BASELINE, setting)
-                        done += 1
-                    yield Progress(done, plan.units, f"speculative {variant.label} · {where}")
-                    spec = self._measure(SPECULATIVE, setting)
-                    if self.cancelled or spec.cancelled or baselines[key].cancelled:
+                    row = yield from self._cell(setting, baselines)
+                    if row is not None:  # None: stopped before one run of it was measured
+                        self.rows.append(row)
+                        yield Progress(self._done, plan.units, f"done: speculative {variant.label} · {_where(setting)}",
+                                       row=row)
+                    if self.cancelled or row is None:
                         break
-                    done += 1
-                    row = bench_row(setting, baselines[key], spec, synthetic=is_synthetic(self.preset),
-                                    passes=preset_draft_passes(self.preset.speculative_config, setting.k),
-                                    goodput=parse_goodput(self.settings.goodput))
-                    self.rows.append(row)
-                    yield Progress(done, plan.units, f"done: speculative {variant.label} · {where}", row=row)
             if self.restore and self._loaded != original:
-                yield Progress(done, plan.units, "loading the preset's own speculative engine back")
+                yield Progress(self._done, plan.units, "loading the preset's own speculative engine back")
                 self._swap(original)
-                done += 1
+                self._done += 1
         finally:
             if self.restore and self._loaded != original:  # stopped or failed half-way: put it back anyway
                 self._swap(original)
             self.finished = _now()
-        yield Progress(plan.units if not self.cancelled else done, plan.units,
+        yield Progress(plan.units if not self.cancelled else self._done, plan.units,
                        "stopped" if self.cancelled else "finished")
+
+    def _cell(self, setting: Setting, baselines: dict) -> Generator[Progress, None, BenchRow | None]:
+        """One setting measured plan.runs times: each run its own baseline batch (shared by every k of the same
+        workload, temperature and loop) and speculative batch, so each run's speedup compares engines measured
+        back to back; the row of the runs (BenchRow.of_runs), None when stopped before the first."""
+        key = (setting.workload, setting.temperature, setting.concurrency, setting.request_rate)
+        runs, n, units = [], self.plan.runs, self.plan.units
+        for i in range(n):
+            where = _where(setting) + (f" · run {i + 1}/{n}" if n > 1 else "")
+            if (key, i) not in baselines:
+                yield Progress(self._done, units, f"baseline · {where}")
+                baselines[key, i] = self._measure(BASELINE, setting)
+                self._done += 1
+            yield Progress(self._done, units, f"speculative {setting.variant.label} · {where}")
+            spec = self._measure(SPECULATIVE, setting)
+            if self.cancelled or spec.cancelled or baselines[key, i].cancelled:
+                break
+            self._done += 1
+            runs.append(bench_row(setting, baselines[key, i], spec, synthetic=is_synthetic(self.preset),
+                                  passes=preset_draft_passes(self.preset.speculative_config, setting.k),
+                                  goodput=parse_goodput(self.settings.goodput)))
+        return BenchRow.of_runs(runs) if runs else None
 
     def _swap(self, variant: Variant) -> None:
         preset = variant_preset(self.preset, variant)
@@ -376,7 +349,8 @@ class BenchRun:
             rate_advice=tuple(rate_sentences(self.rows)),
             # num_speculative_tokens_per_batch_size from k × concurrency, with the runner caveat for this kind
             dynamic_k=schedule.dynamic_k_report(self.rows, self.preset.kind),
+            # a line per workload: the files', and the dataset categories' and context buckets' (bench.vllm_datasets)
             vllm_bench_serve=vllm_bench_commands(self.preset, self.settings, self.max_tokens,
-                                                 named_workloads(self.settings, self.preset)),
+                                                 named_workloads(self.settings, self.preset), tuple(self.prompts)),
             published=self.preset.published,
         )

@@ -6,9 +6,10 @@ savable as a preset. Pure logic on bench rows.
 The rule, safe to deploy: at each level the baseline is k=0 with speedup 1, and the ks measured are taken
 smallest first; a k replaces the one chosen so far only when its speedup's low end is above the chosen one's
 point (its geometric mean over the rows at that level). The low end is the smallest of the k's measurements
-(workloads, temperatures, repeats merged by --replot) when it has several, else its one measurement less
-TIE_MARGIN. So a near-tie goes to the smaller k, and where no k clearly beats the baseline the level gets
-k=0 ("speculation off"). Each concurrency level measured owns the batch sizes from itself up to the next level
+(each run of --num-runs, workloads, temperatures, repeats merged by --replot) when it has several, else its
+one measurement less TIE_MARGIN: with --num-runs 3 (the CLI's default on a GPU) every low end is measured.
+So a near-tie goes to the smaller k, and where no k clearly beats the baseline the level gets k=0
+("speculation off"). Each concurrency level measured owns the batch sizes from itself up to the next level
 measured; the last runs to MAX_BATCH (vLLM clips a range to its max_num_seqs). Adjacent ranges with the same k
 are merged. Where no level keeps speculation on there is no fragment: serve without a speculative_config.
 """
@@ -140,7 +141,7 @@ def dynamic_k(rows) -> DynamicK | None:
     for row in rows:
         if row.request_rate is not None or not row.speedup or not row.k:
             continue
-        cells.setdefault(int(row.concurrency), {}).setdefault(int(row.k), []).append(float(row.speedup))
+        cells.setdefault(int(row.concurrency), {}).setdefault(int(row.k), []).extend(row.speedups)  # every run
     cells = dict(sorted(cells.items()))
     speedups = {c: {k: _geomean(v) for k, v in by_k.items()} for c, by_k in cells.items()}
     if len(speedups) < 2 or len(_ks(speedups)) < 2:

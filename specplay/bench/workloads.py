@@ -24,12 +24,13 @@ from pathlib import Path
 
 from specplay.core.events import GenerationRequest
 from specplay.core.paths import WORKLOADS_DIR
+from specplay.core.reading import UnreadableInput, parse_json, read_text
 
 WORKLOADS = {name: WORKLOADS_DIR / f"{name}.jsonl"
              for name in ("code", "chat", "conversations", "rewrite", "summarize", "qa")}
 # Shipped prompts stay under this many characters: with 256 output tokens they fit max_model_len 2048.
 MAX_PROMPT_CHARS = 1500
-MAX_FILE_BYTES = 10 * 1024 * 1024
+from specplay.core.reading import DATASET_MAX_BYTES as MAX_FILE_BYTES  # noqa: E402 (one cap, defined in reading)
 MAX_FILE_LINES = 10_000
 
 
@@ -78,17 +79,9 @@ def load_workload(name_or_path: str | Path, n: int | None = None) -> list[Worklo
         raise WorkloadError(f"n: expected a positive number of prompts, got {n!r}")
     name, path = workload_path(name_or_path)
     try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read the workload file ({exc.strerror or exc})") from None
-    if not path.is_file():
-        raise WorkloadError(f"{path}: expected a JSONL file, found a directory or special file")
-    if size > MAX_FILE_BYTES:
-        raise WorkloadError(f"{path}: {size / 2**20:.1f} MiB is over the {MAX_FILE_BYTES // 2**20} MiB limit for a workload file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        text = read_text(path, MAX_FILE_BYTES, f"{path}: the workload file")
+    except UnreadableInput as exc:
+        raise WorkloadError(str(exc)) from None
     lines = text.splitlines()
     if len(lines) > MAX_FILE_LINES:
         raise WorkloadError(f"{path}: {len(lines):,} lines is over the {MAX_FILE_LINES:,}-line limit for a workload file")
@@ -112,9 +105,9 @@ def load_workload(name_or_path: str | Path, n: int | None = None) -> list[Worklo
 def _parse_line(path: Path, lineno: int, line: str, workload: str) -> WorkloadPrompt:
     where = f"{path}: line {lineno}"
     try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise WorkloadError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        row = parse_json(line, where)
+    except UnreadableInput as exc:
+        raise WorkloadError(str(exc)) from None
     if not isinstance(row, dict):
         raise WorkloadError(f"{where}: expected a JSON object such as {{\"prompt\": \"...\"}}, got {type(row).__name__}")
     has_text, has_ids = "prompt" in row, "prompt_token_ids" in row

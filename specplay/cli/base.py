@@ -33,18 +33,24 @@ class CLISubcommand:
         raise NotImplementedError
 
 
-def check_runnable(preset, hardware=None, remote: bool = False) -> None:
-    """UsageError unless the preset can run on this machine (or on servers elsewhere: remote mode), and its
-    draft goes with its target (their config.json files, read before the engines take minutes to start)."""
-    from specplay.plan.pair_check import check_pair
-    from specplay.presets.catalog import availability
+def check_runnable(preset, hardware=None, remote: bool = False, here: bool = True):
+    """UsageError unless the gate (plan.gate) lets the pair through: it can run on this machine (or on servers
+    elsewhere: remote mode), and its draft goes with its target (their config.json files, read before the
+    engines take minutes to start). Returns the gate's PairCheck."""
+    from specplay.plan.gate import PairRefused, gate
 
-    where = availability(preset, hardware)
-    if not where.runnable and not remote:
-        raise UsageError(f"{preset.name} can't run here: {where.reason}")
-    mismatch = None if remote else check_pair(preset).mismatch  # running servers were checked by their vLLM
-    if mismatch:
-        raise UsageError(mismatch)
+    try:
+        return gate(preset, hardware, here=here, remote=remote)
+    except PairRefused as exc:
+        raise UsageError(str(exc)) from None
+
+
+def gated_preset(args, default=None, hardware=None, remote: bool = False, here: bool = True):
+    """(the preset the command line names, the gate's PairCheck): every command's one way to its pair."""
+    from specplay.presets.adhoc import named_preset
+
+    preset = named_preset(args, default)
+    return preset, check_runnable(preset, hardware, remote=remote, here=here)
 
 
 def stderr_log(message: str) -> None:

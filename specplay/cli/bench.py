@@ -14,6 +14,7 @@ from pathlib import Path
 from specplay.cli.base import CLISubcommand, UsageError, check_runnable
 
 EXIT_BAD_SETTINGS = 2
+DEFAULT_RUNS = 3  # vllm bench sweep serve's --num-runs default
 
 
 def _open_pair(args, preset, hardware, log):
@@ -24,6 +25,26 @@ def _open_pair(args, preset, hardware, log):
     return remote_pair(args, preset) if args.baseline_url else open_pair(preset, hardware, log=log)
 
 
+def add_dataset_arguments(p) -> None:
+    """--dataset, its format and SPEED-Bench's subsets, --context-lengths: workloads the bench makes."""
+    from specplay.bench.datasets import FORMATS
+
+    p.add_argument("--dataset", "--dataset-path", dest="dataset", default=None,
+                   help="a spec-decode dataset, one workload per category: spec-bench-mini (shipped, SpecBench's 13 "
+                        "categories), speed-bench-mini (shipped, SPEED-Bench's 11 qualitative categories and "
+                        "throughput_1k's 3) or a file: SpecBench's question.jsonl, a ShareGPT JSON or a SPEED-Bench "
+                        "folder of <subset>.jsonl files (--num-prompts per category)")
+    p.add_argument("--dataset-name", choices=FORMATS, default=None,
+                   help="--dataset's format, vllm bench serve's names (default: .jsonl spec_bench, .json sharegpt, "
+                        "a folder speed_bench)")
+    p.add_argument("--speed-bench-dataset-subset", default="",
+                   help="SPEED-Bench's subsets to run, e.g. qualitative,throughput_1k (vllm bench serve's flag; default: "
+                        "every <subset>.jsonl in the folder); each subset's categories are workloads of their own")
+    p.add_argument("--context-lengths", default="",
+                   help="prompt lengths in the target's tokens, e.g. 128,512,1536 (CPU) or 512,4096,16384: one "
+                        "workload per length, cut from the shipped texts; each + max tokens must fit max_model_len")
+
+
 def add_arguments(p) -> None:
     p.add_argument("--preset", help="the preset to bench (or your own pair: below; one is required unless --replot)")
     p.add_argument("--workloads", default="",
@@ -31,20 +52,17 @@ def add_arguments(p) -> None:
                         "paths to your own JSONL; default code,chat (token ids for presets without a tokenizer)")
     p.add_argument("--num-prompts", "--n", dest="n", type=int, default=4,
                    help="prompts per workload (default 4; vllm bench serve's name, --n the old one)")
-    p.add_argument("--dataset", "--dataset-path", dest="dataset", default=None,
-                   help="a spec-decode dataset, one workload per category: spec-bench-mini (shipped, SpecBench's 13 "
-                        "categories) or a file: SpecBench's question.jsonl or a ShareGPT JSON (--num-prompts per category)")
-    p.add_argument("--dataset-name", choices=("spec_bench", "sharegpt"), default=None,
-                   help="--dataset's format, vllm bench serve's names (default: .jsonl spec_bench, .json sharegpt)")
-    p.add_argument("--context-lengths", default="",
-                   help="prompt lengths in the target's tokens, e.g. 128,512,1536 (CPU) or 512,4096,16384: one "
-                        "workload per length, cut from the shipped texts; each + max tokens must fit max_model_len")
+    add_dataset_arguments(p)
     p.add_argument("--max-concurrency", "--concurrency", dest="concurrency", default="1",
                    help="closed loop: requests in flight per engine, e.g. 1,8,32 (default 1)")
     p.add_argument("--request-rate", default="",
                    help="open loop: requests per second, e.g. 1,4,16,inf (Poisson arrivals seeded by --seed; "
                         "inf: all at once); one row per rate beside the --max-concurrency rows")
     p.add_argument("--seed", type=int, default=0, help="the arrivals' and the sampling's seed (default 0)")
+    p.add_argument("--num-runs", type=int, default=None,
+                   help=f"measurements of each setting, baseline and speculative alike (default {DEFAULT_RUNS} as "
+                        "vllm bench sweep; 1 on the CPU engines): each row keeps every run, and the advice compares "
+                        "the measured low ends")
     p.add_argument("--k", default="", help="num_speculative_tokens values, e.g. 1,3,5,7 (default: the preset's)")
     p.add_argument("--temperature", default="0", help="e.g. 0,0.5,1.0 (default 0)")
     p.add_argument("--acceptance", default="",
@@ -82,7 +100,9 @@ def _list(flag: str, text: str, kind):
         raise UsageError(f"{flag}: expected {kind.__name__}s separated by commas, got {text!r}") from None
 
 
-def settings_from_args(args, preset_name: str | None = None):
+def settings_from_args(args, preset_name: str | None = None, cpu: bool = False):
+    """BenchSettings from the command line; `cpu`: in-process CPU engines, where --num-runs defaults to 1 (a
+    run there takes minutes; a GPU's or a server's default is vLLM's 3)."""
     from specplay.bench.latency import parse_rate
     from specplay.bench.runner import BenchSettings
     from specplay.bench.workloads import split_names
@@ -94,6 +114,8 @@ def settings_from_args(args, preset_name: str | None = None):
         acceptance=_list("--acceptance", args.acceptance, float), max_tokens=args.max_tokens,
         request_rate=_list("--request-rate", args.request_rate, parse_rate), seed=args.seed,
         dataset=args.dataset, dataset_name=args.dataset_name,
+        speed_bench_subsets=_list("--speed-bench-dataset-subset", args.speed_bench_dataset_subset, str),
+        num_runs=args.num_runs if args.num_runs is not None else 1 if cpu else DEFAULT_RUNS,
         context_lengths=_list("--context-lengths", args.context_lengths, int),
         goodput=tuple(args.goodput or ()),
     )
@@ -145,6 +167,7 @@ def run_cli(args, pair=None) -> int:
     """Start the preset's pair, bench it, shut it down. With `pair` (started, this preset's; tests and
     embedding), bench that one instead and leave it running as it was found."""
     from specplay.bench.runner import BenchError, BenchRun, load_prompts, make_plan
+    from specplay.bench.runner import check as check_settings
     from specplay.bench.charts import figures
     from specplay.bench.outputs import write_results
     from specplay.core.hardware import detect
@@ -158,8 +181,9 @@ def run_cli(args, pair=None) -> int:
         raise UsageError("--save-preset copies a preset file: give --preset or --preset-file, not --model")
     hardware = detect()
     check_runnable(preset, hardware, remote=bool(args.baseline_url))
-    settings = settings_from_args(args, preset.name)
+    settings = settings_from_args(args, preset.name, cpu=hardware.device == "cpu" and not args.baseline_url)
     try:  # everything checkable is checked before the engines take minutes to start
+        check_settings(settings, preset)  # before the prompts: --num-prompts 10^8 would build them first
         prompts = load_prompts(settings, preset)
         plan = make_plan(settings, preset, list(prompts))
     except BenchError as exc:
@@ -169,7 +193,8 @@ def run_cli(args, pair=None) -> int:
     if args.baseline_url and plan.restarts:
         return remote_sweep(preset, settings, plan, prompts, out)
     log(f"bench {preset.name}: {len(plan.settings)} rows ({', '.join(prompts)}; {len(plan.variants)} speculative "
-        f"engine(s), {plan.restarts} restart(s)), {plan.baseline_batches + len(plan.settings)} batches; results in {out}")
+        f"engine(s), {plan.restarts} restart(s)), {plan.batches} batches"
+        + (f" ({plan.runs} runs of each setting)" if plan.runs > 1 else "") + f"; results in {out}")
     own = pair is None
     if not own and getattr(pair.tag, "name", None) != preset.name:
         raise SystemExit(f"bench: the pair given runs {getattr(pair.tag, 'name', '?')}, not {preset.name}")

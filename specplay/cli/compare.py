@@ -88,13 +88,28 @@ def remote_pair(args, preset):
         raise UsageError(str(exc)) from None
 
 
+def record(args, preset, hardware, request, result, log) -> None:
+    """--record FILE: the run with its provenance (run.recording); a file that can't be written is one line."""
+    from specplay.cli.main import version
+    from specplay.run.recording import provenance, recording_of, write_recording
+
+    made = provenance(preset, hardware, version(), remote=bool(args.baseline_url))
+    try:
+        write_recording(recording_of(result, made, request), args.record)
+    except OSError as exc:
+        raise UsageError(f"--record {args.record}: {exc.strerror or exc}") from None
+    log(f"recorded to {args.record}")
+
+
 class CompareCommand(CLISubcommand):
     name = "compare"
     help = "run one prompt through both engines and compare"
     epilog = EXIT_CODES
 
     def add_arguments(self, c) -> None:
-        c.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram; on a GPU smollm2-ngram-gpu)")
+        from specplay.presets.catalog import DEFAULTS_SAID
+
+        c.add_argument("--preset", default=None, help=f"preset name (default: {DEFAULTS_SAID})")
         c.add_argument("--prompt", default=None, help="prompt text (default: a rewrite demo prompt)")
         c.add_argument("--prompt-token-ids", default=None,
                        help="comma-separated token ids instead of text (dummy-weight presets)")
@@ -105,6 +120,10 @@ class CompareCommand(CLISubcommand):
                        help="one engine after the other, each with the device to itself, as the page does "
                             "(default), or both at once (on one GPU each slows the other)")
         c.add_argument("--json", action="store_true", help="print one JSON object")
+        c.add_argument("--record", metavar="FILE", default=None,
+                       help="also write the run as a recording: every figure unrounded, both token streams with "
+                            "their times, the verification steps, and where and how it was made (`specplay diff` "
+                            "compares two)")
         c.add_argument("--draft-steps", action="store_true",
                        help="a draft-model preset at temperature 0: after the run, start the draft model alone and "
                             "recompute each step's drafts (speculative.step_detail's proposed tokens), checked "
@@ -148,9 +167,11 @@ class CompareCommand(CLISubcommand):
         except PromptError as exc:
             raise UsageError(str(exc)) from None
         if args.json:
-            print(json.dumps(result.to_json()))
+            print(json.dumps(result.model_dump(mode="json")))
         else:
             print_report(result, sys.stdout)
+        if args.record:  # after the report: a file that can't be written still leaves the run on screen
+            record(args, preset, hardware, request, result, log)
         return EXIT_RUN_ERROR if result.error else EXIT_OK
 
 

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 
-from specplay.cli.base import EXIT_OK, CLISubcommand, UsageError, check_runnable
+from specplay.cli.base import EXIT_OK, CLISubcommand, UsageError, gated_preset
 
 EPILOG = ("exit codes: 0 stopped by Ctrl-C or SIGTERM, 1 a server failed to start, 2 a bad preset or bad "
           "arguments")
@@ -20,7 +20,9 @@ class LaunchCommand(CLISubcommand):
     epilog = EPILOG
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--preset", default=None, help="preset name (default: smollm2-ngram; on a GPU smollm2-ngram-gpu)")
+        from specplay.presets.catalog import DEFAULTS_SAID
+
+        parser.add_argument("--preset", default=None, help=f"preset name (default: {DEFAULTS_SAID})")
         parser.add_argument("--no-page", action="store_true", help="only the servers, until Ctrl-C")
         parser.add_argument("--host", default="127.0.0.1", help="the page's address (default: 127.0.0.1)")
         parser.add_argument("--port", type=int, default=7860, help="the page's port (default: 7860)")
@@ -33,12 +35,11 @@ class LaunchCommand(CLISubcommand):
 
     def cmd(self, args, pair=None) -> int:
         from specplay.core.events import BASELINE, SPECULATIVE
-        from specplay.presets.adhoc import named_preset, same_pair_arguments
+        from specplay.presets.adhoc import same_pair_arguments
         from specplay.presets.catalog import default_preset_name
         from specplay.run.launch import launch, quick_tests
 
-        preset = named_preset(args, default_preset_name)
-        check_runnable(preset)
+        preset, _ = gated_preset(args, default_preset_name)
         same_pair = same_pair_arguments(args, preset)  # the page names the pair the servers run
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as Ctrl-C: the servers are stopped on the way out
         try:

@@ -1,4 +1,5 @@
-"""`python -m specplay presets | serve-cmd | compare | prepare | plan | bench | launch`: the playground without the page.
+"""`python -m specplay presets | serve-cmd | import | compare | prepare | plan | bench | launch | diff`: the playground
+without the page.
 Each subcommand is a CLISubcommand in its own module (specplay.cli.base); this module holds the
 command table and imports only the chosen command's module, so `presets` never loads the bench or the engines
 (vLLM's entrypoints/cli keeps one module per command the same way)."""
@@ -15,11 +16,13 @@ from specplay.cli.base import EXIT_BAD_INPUT, UsageError
 COMMANDS = {
     "presets": "specplay.cli.presets",
     "serve-cmd": "specplay.cli.serve_cmd",
+    "import": "specplay.cli.import_cmd",
     "prepare": "specplay.cli.prepare",
     "compare": "specplay.cli.compare",
     "plan": "specplay.cli.plan",
     "bench": "specplay.cli.bench",
     "launch": "specplay.cli.launch",
+    "diff": "specplay.cli.diff",
 }
 CMD_MODULES = tuple(dict.fromkeys(COMMANDS.values()))
 
@@ -68,6 +71,7 @@ def main(argv: list[str] | None = None, pair=None) -> int:
     # vLLM's INFO logs drown the report; VLLM_LOGGING_LEVEL=INFO brings them back.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # stdout is the report (or the JSON)
+    from specplay.core.reading import UnreadableInput
     from specplay.presets.catalog import PresetError
     from specplay.presets.offline_model import OfflineModelError
 
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None, pair=None) -> int:
     args = _parser(chosen(argv)).parse_args(argv)
     try:
         return args.dispatch.cmd(args, pair=pair)
-    except (PresetError, OfflineModelError, UsageError) as exc:
+    except (PresetError, OfflineModelError, UsageError, UnreadableInput) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 

@@ -21,10 +21,10 @@ class ServeCommand(CLISubcommand):
         add_own_pair_arguments(parser)
 
     def cmd(self, args, pair=None) -> int:
-        from specplay.presets.adhoc import named_preset
+        from specplay.cli.base import gated_preset
         from specplay.presets.engines import serve_commands, serve_notes, serve_texts
 
-        preset = named_preset(args)
+        preset, _ = gated_preset(args, here=False)  # the lines are for any machine: only the pair is checked
         if args.json:
             lines = serve_commands(preset)
             print(json.dumps({"preset": preset.name, "description": preset.description,

@@ -15,6 +15,9 @@ _CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file() and (PROJECT_ROOT / "app
 PRESETS_DIR = PACKAGE_DIR / "presets" / "data"
 BUNDLED_MODELS_DIR = PRESETS_DIR / "models"  # config-only models for load_format: dummy (`bundled:NAME`)
 WORKLOADS_DIR = PACKAGE_DIR / "bench" / "data"
+# Recorded runs the page offers by default (app.py --recordings): GPU runs a CPU page can replay. In a
+# checkout (a Space's), not in a wheel: where the folder is missing, the page offers none.
+RECORDINGS_DIR = PROJECT_ROOT / "docs" / "results" / "recordings"
 # Everything the playground writes (converted models, vLLM and torch compile caches) lives here, so a
 # second start is warm and `rm -rf .cache` is a full reset. PLAYGROUND_CACHE moves it (e.g. a Space's /data).
 _DEFAULT_CACHE = PROJECT_ROOT / ".cache" if _CHECKOUT else Path.home() / ".cache" / "specplay"

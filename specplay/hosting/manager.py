@@ -103,7 +103,7 @@ class PairManager:
         self._started_at: float | None = None
         self._load_seconds: float | None = None
         self._generation = 0  # bumps on each load, so a stale loader thread can't overwrite a newer one
-        self._load_timeout_s = load_timeout_s
+        self.load_timeout_s = load_timeout_s  # read by each load as it starts (an operator may change it)
         self._loading = False  # a load runs (its thread hasn't ended it): its deadline timer may fail it
         # recovery: a reload after an engine died is retried after each delay, then `on_give_up` (the server
         # exits non-zero, for its supervisor to restart it)
@@ -145,6 +145,12 @@ class PairManager:
         though their settings stay (after they died: the live one stays loaded)."""
         if name not in self.presets:
             raise PresetNotAllowed(f"preset {name!r} is not offered on this page")
+        from specplay.plan.gate import PairRefused, gate
+
+        try:  # the gate every door asks (plan.gate); a factory's engines (remote servers) were checked there
+            gate(self.presets[name], self.hardware, remote=self._factory is not None)
+        except PairRefused as exc:
+            raise PresetNotAllowed(str(exc)) from None
         acquired = (self.run_lock.acquire(timeout=wait_for_run) if wait_for_run
                     else self.run_lock.acquire(blocking=False))
         if not acquired:
@@ -162,7 +168,8 @@ class PairManager:
                 self._loading = True
         finally:
             self.run_lock.release()
-        timer = threading.Timer(self._load_timeout_s, self._expire, args=(name, generation))
+        deadline_s = self.load_timeout_s
+        timer = threading.Timer(deadline_s, self._expire, args=(name, generation, deadline_s))
         timer.daemon = True
         timer.start()
         thread = threading.Thread(target=self._load, args=(name, generation, old_pair, old_sampler, full, dead),
@@ -223,7 +230,7 @@ class PairManager:
             sampler.stop()
             pair.shutdown()
 
-    def _expire(self, name: str, generation: int) -> None:
+    def _expire(self, name: str, generation: int, deadline_s: float) -> None:
         """The load's deadline passed: if it is still loading, it failed (an engine core hung while starting or
         warming up). Its thread is left behind: should it ever return, its pair is stale and shut down."""
         with self._lock:
@@ -232,10 +239,10 @@ class PairManager:
             self._generation += 1
             generation = self._generation
             self._state, self._loading = PairState.ERROR, False
-            self._message = (f"The engines did not become ready within {self._load_timeout_s:g} s (an engine "
+            self._message = (f"The engines did not become ready within {deadline_s:g} s (an engine "
                              "stopped answering while loading); load the preset again to retry.")
             recovering = self._recovering
-        self._log(f"preset {name}: not ready after {self._load_timeout_s:g} s; given up on that load")
+        self._log(f"preset {name}: not ready after {deadline_s:g} s; given up on that load")
         if recovering:
             self._retry(name, generation)
 

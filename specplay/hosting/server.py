@@ -14,6 +14,7 @@ import time
 from specplay.hosting import options as page_options
 from specplay.hosting.process import adopt_orphans, end_children, exit_now, stop_deadline
 
+BAD_OPTIONS_EXIT = 2  # a refused option or pair, as every specplay command (cli.base.EXIT_BAD_INPUT)
 GAVE_UP_EXIT = 3  # the exit status after every reload of a dead engine failed
 # The stop's own bound: docker stop sends SIGKILL 10 s after SIGTERM; 2 s are left for the signal to arrive
 # and for the exit to be seen (tini, the container runtime).
@@ -26,7 +27,7 @@ def serve(argv, load_page) -> None:
     the page layer's module with `build_page(manager, settings, lesson)` and `launch(demo, host, port, ...)`."""
     options = page_options.resolve_options(page_options.parse_args(argv))
     # read where engine settings are made (core_layout), in this process and whatever it starts
-    os.environ[page_options.CORE_LAYOUT_ENV] = options["core_layout"]
+    os.environ[page_options.CORE_LAYOUT_ENV] = options.core_layout
     presets, initial, hardware = page_options.offered_presets(options)
     settings = page_options.settings_from_options(options)
     lesson = page_options.lesson_for(options, hardware)  # a bad lesson file stops the app here, with its line
@@ -55,7 +56,7 @@ def serve(argv, load_page) -> None:
         manager.watch()  # an engine dying while idle is noticed (and reloaded) within seconds
         demo = ui.build_page(manager, settings, lesson)
         # GET /health (page/health.py) is part of the app from its first request on
-        ui.launch(demo, options["host"], options["port"], share=bool(options["share"]), auth=options["auth"],
+        ui.launch(demo, options.host, options.port, share=options.share, auth=options.auth,
                   queue_size=settings.queue_size, app_kwargs={"routes": [health_route(manager)]},
                   session_capacity=settings.session_capacity)
     finally:
@@ -79,7 +80,7 @@ def main(argv, load_page) -> None:
     except SystemExit as stop:  # SIGTERM, or a refused option (its message printed as Python would)
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)
-        exit_now(stop.code if isinstance(stop.code, int) else 0 if stop.code is None else 1)
+        exit_now(stop.code if isinstance(stop.code, int) else 0 if stop.code is None else BAD_OPTIONS_EXIT)
     except KeyboardInterrupt:
         exit_now(130)
     exit_now(0)

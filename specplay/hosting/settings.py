@@ -5,7 +5,7 @@ Also the scrubbing of messages shown to visitors. No Gradio here."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,10 @@ class PageSettings:
     # Proxies whose X-Forwarded-For is believed (addresses or networks): the visitor's address is then the
     # rightmost hop that isn't one of them. None: the peer is the address (docs/hosting.md).
     trusted_proxies: tuple[str, ...] = ()
+    # The operator's folder of recorded runs the Compare tab offers (page/recordings_view.py); None: none
+    recordings: str | None = None
+    # The operator's presenter key (hosting/room.py): who has it drives, everyone else follows; None: no room
+    presenter_key: str | None = field(default=None, repr=False)
 
 
 # Absolute paths (two or more components) in an error message say where things live on the server; a

@@ -1,16 +1,21 @@
 """A lesson's schema (pydantic v2, unknown fields refused): a title, the device it is written for, and 1 to
 12 ordered steps (5-7 read best), each a preset, a prompt, the run's settings, a question and the answer
-that opens after the run. The rules that need the preset catalog, and the line numbers, are in `load`."""
+that opens after the run; or, instead of the preset and prompt, a recording the step plays (a GPU run taught
+on a CPU). A live step may also name a recording to set beside its run. The rules that need the preset
+catalog or the recordings folder (and which fields go together), and the line numbers, are in `load`."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 MAX_STEPS = 12
 MAX_TEXT_CHARS = 4000  # a question or an answer: a paragraph or three, not a chapter
 MAX_PROMPT_CHARS = 20_000  # the page's own limit on a prompt (page.inputs)
+# A recording is named by its file's name only, resolved against the page's recordings folder: no
+# folder part, no "..", so a lesson can't point the page at any other file
+RecordingName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,150}\.json$")]
 
 
 class LessonError(ValueError):
@@ -19,12 +24,20 @@ class LessonError(ValueError):
 
 
 class Step(BaseModel):
-    """One step: run `prompt` on `preset`, then answer `question`."""
+    """One step: run `prompt` on `preset` (or play `recording`), then answer `question`."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
     title: str = Field(min_length=1, max_length=120, description="a short title, shown in the step list")
-    preset: str = Field(description="a preset's name (specplay presets lists them)")
-    prompt: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS, description="the prompt both engines answer")
+    preset: str | None = Field(None, description="a preset's name (specplay presets lists them); required "
+                                                 "unless the step plays a recording")
+    prompt: str | None = Field(None, min_length=1, max_length=MAX_PROMPT_CHARS,
+                               description="the prompt both engines answer; required unless the step plays a recording")
+    recording: RecordingName | None = Field(
+        None, description="a recording's file name in the page's recordings folder (app.py --recordings): the step "
+                          "plays it instead of a live run, and takes its preset, prompt and settings from it")
+    beside: RecordingName | None = Field(
+        None, description="a recording's file name, as for recording: its figures are set beside this step's "
+                          "live run's once the run has finished")
     max_tokens: int = Field(64, ge=1, le=2048, description="tokens to generate, 1 to 2048 (default 64)")
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 (greedy, the default) to 2")
     question: str = Field(min_length=1, max_length=MAX_TEXT_CHARS, description="what to look for in the run")

@@ -66,7 +66,7 @@ def settings_from_picks(preset: Preset, workloads, n, ks, temperatures, concurre
         concurrency=_pick("concurrency", concurrency, CONCURRENCY_CHOICES, int) or (1,),
         acceptance=accs, max_tokens=max_tokens)
     plan = make_plan(settings, preset, ["token-ids"] if token_ids else list(names), restore=True)
-    batches = plan.baseline_batches + len(plan.settings)
+    batches = plan.batches
     if batches > MAX_BATCHES or plan.restarts > MAX_RESTARTS:
         raise BenchError(f"That is {batches} batches and {plan.restarts} restarts of the speculative engine; the "
                          f"page runs at most {MAX_BATCHES} and {MAX_RESTARTS} (it holds the engines from everyone "

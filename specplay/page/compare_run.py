@@ -23,7 +23,10 @@ from specplay.page.charts import history_table
 from specplay.page.inputs import InputError, build_request, check_schedule, max_tokens_limit
 from specplay.page.live_run import UPDATE_HZ, ChartClock, LiveRun
 from specplay.hosting.manager import PairManager
-from specplay.hosting.files import clean_old, drop_served_copies
+from specplay.hosting.files import clean_old, drop_served_copies, hide_session_files
+from specplay.hosting.room import Room
+from specplay.page.finished_run import FinishedRun, exports
+from specplay.page.follow import published
 from specplay.hosting.session import ANONYMOUS, session_stem
 from specplay.hosting.settings import PageSettings, scrub
 from specplay.run.noise import pooled_runs
@@ -43,6 +46,8 @@ class RunPlace:
     history_dir: str
     settings: PageSettings
     served_dir: str | None = None  # Gradio's cache, where it copies the files it serves
+    recordings: dict = dataclasses.field(default_factory=dict)  # name -> recordings_view.Shelved, read at start
+    room: Room = dataclasses.field(default_factory=Room)  # the presenter's room (hosting/room.py): off by default
 
 
 @dataclass
@@ -80,6 +85,20 @@ def run_once(place: RunPlace, inputs: tuple, history: list, session: str, cancel
     except Exception as exc:  # whatever broke outside the run itself: said, scrubbed, and Run is back
         yield _failed(f"The run failed: {type(exc).__name__}: {exc}", _idle(place), history)
         return None
+
+
+def served(frames, place: RunPlace, session: str):
+    """A run event's frames as the page serves them (the Compare tab's runs and the Lesson tab's steps alike):
+    the session's history CSV under a name nothing shown gives away (files.hide_session_files), and the
+    finished run's exports (its JSON, named from its session, and its table as Markdown); in a room, each
+    frame put in the room for the followers (follow.published: only the presenter's events reach a run)."""
+    yield from published(_exported(frames, place, session), place.room)
+
+
+def _exported(frames, place: RunPlace, session: str):
+    for values in frames:
+        values = hide_session_files(values, session, place.served_dir)
+        yield {**values, **exports(values, place.history_dir)}
 
 
 def runs_allowed(place: RunPlace, max_tokens, runs: int = MAX_RUNS) -> int:
@@ -139,7 +158,7 @@ def _labelled(frames, number: int, total: int):
     return outcome
 
 
-# shown by the last run's frame already; the page writes the run JSON again, with "pooled", from `result`
+# shown by the last run's frame already; the page writes the run JSON again, with "pooled", from its "run"
 _EXPORTED = ("history_file", "result_file", "summary_md")
 
 
@@ -153,9 +172,10 @@ def series_end(values: dict, results: list, total: int, why: str | None) -> dict
            "error": views.error_html(note) if note else ""}
     if pooled is not None:
         out["summary"] = _pooled_rows(values.get("summary"), pooled)
-        result = values.get("result")
-        if isinstance(result, dict):
-            out["result"] = {**result, "pooled": pooled_json(pooled, results)}
+        run = values.get("run")
+        if isinstance(run, FinishedRun):  # the session's run is the series' last, the series pooled into it
+            out["run"] = run.pooled(pooled)
+            out["result"] = out["run"].result.model_dump(mode="json")
     return out
 
 
@@ -163,23 +183,12 @@ def _pooled_rows(summary, pooled):
     """The last run's table with the pooled figures under it (the table's columns: figure, baseline, speculative)."""
     import pandas as pd
 
-    noise, spread = pooled.noise, pooled.spread
+    interval, spread = pooled.speedup_interval, pooled.single_run_spread
     rows = [(f"speedup, {pooled.runs} runs pooled", "", f"{pooled.speedup:.2f}×"),
-            (f"speedup 95% interval, {pooled.runs} runs pooled", "", str(noise.speedup) if noise else "—"),
+            (f"speedup 95% interval, {pooled.runs} runs pooled", "", str(interval) if interval else "—"),
             (f"single runs' speedups (lowest–highest)", "", str(spread) if spread else "—")]
     extra = pd.DataFrame(rows, columns=list(summary.columns) if summary is not None else charts.SUMMARY_COLUMNS)
     return extra if summary is None else pd.concat([summary, extra], ignore_index=True)
-
-
-def pooled_json(pooled, results: list) -> dict:
-    """The run JSON's "pooled" object: the pooled figures, their interval, and each single run's."""
-    noise = pooled.noise
-    return {"runs": pooled.runs, "speedup": round(pooled.speedup, 4),
-            "tokens_per_step_ratio": round(pooled.tokens_per_step_ratio, 4),
-            "step_cost_ratio": round(pooled.step_cost_ratio, 4),
-            "speedup_interval": noise.speedup.as_list() if noise else None,
-            "single_run_spread": pooled.spread.as_list() if pooled.spread else None,
-            "single_run_intervals": [r.speedup_interval.as_list() if r.speedup_interval else None for r in results]}
 
 
 def _idle(place: RunPlace) -> dict:
@@ -317,7 +326,8 @@ def _finished(place: RunPlace, live: LiveRun, timed_out: bool, history: list, se
     # it, never the run JSON the browser holds
     final = live.final(place.manager.sampler, history, path, message)
     final["explain"] += repeats.repeat_html(history)  # a greedy prompt whose output changed since an earlier run
-    return {**final, **idle, "history": history, "run": live, "replay_btn": gr.update(interactive=live.replayable)}
+    return {**final, **idle, "history": history, "run": FinishedRun.of(live, session),
+            "replay_btn": gr.update(interactive=live.replayable)}
 
 
 def _end_message(live: LiveRun, timed_out: bool, reloading: tuple[str, ...], limit_s: float) -> str | None:
@@ -333,8 +343,9 @@ def _end_message(live: LiveRun, timed_out: bool, reloading: tuple[str, ...], lim
     return f"The run was stopped at this page's limit of {limit_s:g} seconds." if timed_out else None
 
 
-def replay_run(manager: PairManager, live: LiveRun | None):
+def replay_run(manager: PairManager, run: FinishedRun | None):
     """Both panes and the rate charts race on one clock from the recorded arrival times (sequential runs)."""
+    live = run.live if run is not None else None
     if live is None or not live.replayable:
         yield {"replay_btn": gr.update(interactive=False)}
         return

@@ -10,11 +10,14 @@ import gradio as gr
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.page import views
 from specplay.page.charts import history_table
-from specplay.hosting.files import hide_session_files
-from specplay.page.compare_run import MAX_RUNS, RunPlace, compare_series, replay_run, run_comparison
+from specplay.hosting.cancel import answered_first
+from specplay.hosting.guard import address_key, client_address
+from specplay.page.compare_run import MAX_RUNS, RunPlace, compare_series, replay_run, run_comparison, served
+from specplay.page.follow import published
 from specplay.page.inputs import (DEFAULT_SCHEDULE, EXAMPLES, SCHEDULE_INFO, SCHEDULES, TEMPERATURE_MAX,
                                   TOKEN_EXAMPLES, max_tokens_limit, token_examples, workload_examples)
-from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame, exports
+from specplay.page.live_run import API_OUTPUTS, REPLAY_OUTPUTS, empty_frame
+from specplay.page.recordings_view import recordings_panel, wire_recordings
 from specplay.hosting.manager import ManagerStatus, PairManager
 from specplay.page.section import Section
 from specplay.hosting.session import session_id
@@ -37,11 +40,13 @@ STATUS_OUTPUTS = ("run_btn", "runs_btn", "serve_b", "serve_s", "max_tokens", "le
                   "examples_ids")
 
 
-def compare_tab(manager: PairManager) -> Section:
-    """Lay the tab out (inside the caller's gr.Tab); wire it with `wire_compare` once the page is built."""
+def compare_tab(manager: PairManager, recordings: dict | None = None) -> Section:
+    """Lay the tab out (inside the caller's gr.Tab); wire it with `wire_compare` once the page is built.
+    `recordings`: the recorded runs the page offers (recordings_view.load_shelf), in a picker under the prompt."""
     tab, start = Section(), empty_frame(manager.preset)
     _serve_panel(tab)  # near the top: the preset's lesson in vLLM's own terms
     _prompt_panel(tab, manager)
+    recordings_panel(tab, recordings or {})
     _panes(tab, start, manager.preset.num_speculative_tokens)
     _stats(tab, start)
     return tab
@@ -151,34 +156,34 @@ def status_update(manager: PairManager, status: ManagerStatus, preset: Preset) -
 def wire_compare(tab: Section, place: RunPlace) -> None:
     """Run (queued with the switches: one holder of the engines at a time), its replay, Stop, the examples."""
     tab.add("history", gr.State([]))
-    tab.add("run", gr.State(None))  # the session's last finished run (a LiveRun), on the server only
+    tab.add("run", gr.State(None))  # the session's last finished run (a FinishedRun), on the server only
     wire_whatif(tab)
     wire_stepper(tab)
 
     def streamed(frames, session: str):
-        csv = None
-        for values in frames:
-            values = hide_session_files(values, session, place.served_dir)  # a name nothing shown gives away
-            csv = values.get("history_file") or csv
+        for values in served(frames, place, session):  # file names nothing shown gives away, and the exports
             if "run_btn" in values:  # both Run buttons together; a link names the run it was made for
                 values = {**values, "runs_btn": values["run_btn"], "share_link": ""}
-            pooled = isinstance(values.get("result"), dict) and "pooled" in values["result"]
-            # a series' last frame: its run JSON rewritten beside the CSV, now with the pooled figures
-            written = exports({**values, "history_file": csv}) if pooled and csv else exports(values)
-            yield tab.out({**values, **written})
+            yield tab.out(values)
+
+    def inputs_shown(prompt, max_tokens, temperature, schedule):  # in a room, followers see what runs
+        place.room.publish({"prompt": prompt, "max_tokens": max_tokens, "temperature": temperature,
+                            "schedule": schedule})
 
     def run(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         session = session_id(request)
+        inputs_shown(prompt, max_tokens, temperature, schedule)
         yield from streamed(run_comparison(place, prompt, max_tokens, temperature, schedule, history, session),
                             session)
 
     def run_series(prompt, max_tokens, temperature, schedule, history, request: gr.Request):
         session = session_id(request)
+        inputs_shown(prompt, max_tokens, temperature, schedule)
         yield from streamed(compare_series(place, prompt, max_tokens, temperature, schedule, history, session),
                             session)
 
     def replay(run):
-        for values in replay_run(place.manager, run):
+        for values in published(replay_run(place.manager, run), place.room):
             yield tab.out({**values, "runs_btn": values["run_btn"]} if "run_btn" in values else values)
 
     replay_outputs = tab.list(REPLAY_OUTPUTS + ("run_btn", "runs_btn", "replay_btn"))
@@ -196,17 +201,23 @@ def wire_compare(tab: Section, place: RunPlace) -> None:
     series = tab["runs_btn"].click(run_series, inputs=tab.list(RUN_INPUTS), outputs=tab.list(RUN_OUTPUTS),
                                    api_name="run_series", concurrency_limit=1, concurrency_id="engines",
                                    show_progress="full", show_progress_on=[tab["badge"]])
-    wire_failed_runs(tab, place, (ran, series))
-    wire_run_views(tab, ran, series)
+    played = wire_recordings(tab, place)  # a recorded run picked: the session's finished run, as a run's is
+    wire_failed_runs(tab, place, (ran, series) + ((played,) if played else ()))
+    wire_run_views(tab, ran, series, *((played,) if played else ()))
     tab["replay_btn"].click(replay, inputs=tab["run"], outputs=replay_outputs, api_visibility="private",
                             concurrency_limit=None, show_progress="hidden")
     _wire_share(tab, place)
+    _wire_stop(tab, place)
 
+
+def _wire_stop(tab: Section, place: RunPlace) -> None:
     def stop(request: gr.Request):
         place.registry.cancel(session_id(request))
         return gr.update(interactive=False)
 
-    # not queued: Stop must work when the queue is full of waiting runs
+    # not queued: Stop must work when the queue is full of waiting runs; answered before Gradio's thread pool
+    # (hosting/cancel.StopFirst), with the handler's own output
+    stop = answered_first(stop, place.registry, [gr.update(interactive=False)])
     tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
 
 
@@ -214,8 +225,8 @@ def wire_run_views(tab: Section, *events) -> None:
     """After a run event (a run, a series, a lesson step): the stepper and the what-if load the session's run
     from its State on the server. Unqueued, writing no State; not part of the run's API outputs."""
 
-    def views(live):
-        return tab.out({**stepper_values(live), **whatif_values(live)})
+    def views(run):
+        return tab.out({**stepper_values(run), **whatif_values(run)})
 
     for event in events:
         event.then(views, inputs=tab["run"], outputs=tab.list(VIEW_OUTPUTS), api_visibility="private", queue=False,
@@ -250,14 +261,14 @@ def _wire_share(tab: Section, place: RunPlace) -> None:
     private = {tab[name].elem_id for name in PRIVATE_OUTPUTS} | {"poll-key"}
 
     def share(run, request: gr.Request):
-        if run is None or not run.comparison.done:
+        if run is None:
             return NO_RUN
-        req = run.request  # the run's own inputs, where the session's posted ones were
+        req = run.live.request  # the run's own inputs, where the session's posted ones were
         prompt = req.prompt if req.prompt_token_ids is None else ", ".join(map(str, req.prompt_token_ids))
         values = {tab["prompt"]._id: prompt, tab["max_tokens"]._id: req.max_tokens,
-                  tab["temperature"]._id: req.temperature, tab["schedule"]._id: str(run.schedule)}
-        name = run_link(request.request.app, session_id(request), run.comparison.run_id, private,
-                        place.settings.files_max_age_s, values)
+                  tab["temperature"]._id: req.temperature, tab["schedule"]._id: str(run.live.schedule)}
+        name = run_link(request.request.app, session_id(request), run.result.run_id, private,
+                        place.settings.files_max_age_s, values, owner=address_key(client_address(request)))
         return NO_RUN if name is None else f"?deep_link={name}"
 
     # its own group: the guard's one pending event a session covers it, and it never waits for a run

@@ -29,6 +29,9 @@ CSS = """
 .legend-title { margin-right: 6px; }
 .legend .chip { padding: 1px 7px; border-radius: 10px; border: 1px solid rgba(0,0,0,.12); color: #111; }
 .legend .chip.prefill { outline: 1px dashed #4f46e5; }
+.recorded { padding: 6px 12px; margin-bottom: 6px; border-radius: 8px; border: 1px dashed #a855f7;
+            background: #faf5ff; color: #581c87; font-size: 14px; }
+.dark .recorded { background: #2e1065; color: #e9d5ff; }
 .badge { padding: 10px 14px; border-radius: 8px; font-size: 15px; border: 1px solid; }
 .badge .verdict { font-weight: 800; font-size: 18px; margin-right: .4em; }
 .badge.idle { background: var(--background-fill-secondary); border-color: var(--border-color-primary);
@@ -132,12 +135,21 @@ CSS = """
 .lesson-progress.refused { background: #fffbeb; color: #92400e; }
 .dark .lesson-progress { background: #172554; color: #dbeafe; } .dark .lesson-progress.refused { background: #451a03; color: #fde68a; }
 #lesson-result .explain, #lesson-result .badge { margin-top: 8px; }
+.lesson-beside { margin-top: 10px; padding: 8px 12px; border: 1px solid var(--border-color-primary); border-radius: 8px; }
+.lesson-beside table { border-collapse: collapse; font-size: 13.5px; margin-bottom: 6px; }
+.lesson-beside th, .lesson-beside td { padding: 3px 12px 3px 0; text-align: left; vertical-align: top; }
+.lesson-beside td { font-variant-numeric: tabular-nums; font-weight: 600; }
+.lesson-beside .why-sentence { margin: 4px 0 8px; font-weight: 600; }
 .lesson-more { margin-top: 4px; font-size: 12.5px; color: var(--body-text-color-subdued); }
 .lesson-answer { margin-top: 10px; padding: 10px 14px; border-radius: 8px; font-size: 14px; }
 .lesson-answer.closed { border: 1px dashed var(--border-color-primary); color: var(--body-text-color-subdued); font-style: italic; }
 .lesson-answer.open { border: 1px solid #22c55e; background: #f0fdf4; color: #14532d; }
 .dark .lesson-answer.open { background: #052e16; color: #bbf7d0; }
 .lesson-answer p { margin: 6px 0 0; }
+.room { padding: 8px 12px; border-radius: 8px; font-size: 14px; }
+.room.follower { background: #eff6ff; color: #1e3a8a; border: 1px solid #93c5fd; }
+.room.presenter { background: #f0fdf4; color: #14532d; border: 1px solid #86efac; }
+.dark .room.follower { background: #172554; color: #dbeafe; } .dark .room.presenter { background: #052e16; color: #bbf7d0; }
 """
 
 # Esc stops a run: a keydown hook (installed once, on page load) that clicks whichever Stop button is

@@ -12,10 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import json
-from pathlib import Path
-
-from specplay.bench.outputs import markdown_table
 from specplay.page import charts
 
 from specplay.page import repeats, views
@@ -67,20 +63,31 @@ class LiveRun:
     comparison: Comparison = None
     pieces: dict = field(default_factory=dict)
     step_floor_s: float | None = None  # the baseline step's bandwidth floor; found from the preset on a GPU
+    # a recording (page/recordings_view.py): its provenance line, over the badge and the explanation of every
+    # frame (a replay's too), and its memory samples by role (engine.telemetry's MemorySeries' shape)
+    label: str | None = None
+    memory: dict = field(default_factory=dict)
     _result: RunResult | None = field(default=None, init=False, repr=False)
-    # the finished run's views, each computed once (the stepper's decoded steps, the what-if's start): its
-    # slider and arrows read them here, on the server, and never recompute (decode) on a visitor's click
-    views: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self.comparison = Comparison(decode=self.decoders.get(BASELINE),
                                      num_speculative_tokens=self.preset.num_speculative_tokens)
         self.pieces = {role: views.TokenPieces(self.decoders.get(role)) for role in (BASELINE, SPECULATIVE)}
-        if self.step_floor_s is None and self.device == "gpu":
+        if self.step_floor_s is None and self.device == "gpu" and self.label is None:
             from specplay.core.hardware import detect
             from specplay.plan.memory import target_step_floor_s
 
             self.step_floor_s = target_step_floor_s(self.preset, detect())  # cached per preset and GPU
+
+    @classmethod
+    def recorded(cls, preset: Preset, request: GenerationRequest, result: RunResult, comparison: Comparison,
+                 decoders: dict, device: str, label: str, memory: dict) -> "LiveRun":
+        """A finished run made elsewhere: `comparison` rebuilt from `result` (run.recorded), which stays the
+        run's result as it was recorded (its explanation was made where it ran)."""
+        live = cls(preset, request, decoders, result.schedule or Schedule.SEQUENTIAL, device, dict(result.engines),
+                   label=label, memory=memory)
+        live.comparison, live._result = comparison, result
+        return live
 
     def add(self, event) -> None:
         self.comparison.add(event)
@@ -123,13 +130,17 @@ class LiveRun:
         out = {
             "pane_b": self._pane(c, BASELINE, texts, divergence),
             "pane_s": self._pane(c, SPECULATIVE, texts, divergence, waiting),
-            "badge": views.badge_html(c, texts, temperature=self.request.temperature, verifier=self.verifier,
-                                      max_tokens=self.request.max_tokens, phase=badge_phase, note=note),
+            "badge": views.recorded_html(self.label) + views.badge_html(
+                c, texts, temperature=self.request.temperature, verifier=self.verifier,
+                max_tokens=self.request.max_tokens, phase=badge_phase, note=note),
         }
         if not with_charts:
             return out
         out["fig_rate"], out["fig_accept"] = charts.tokens_per_s_figure(c), charts.acceptance_figure(c)
-        if at is None:
+        if at is None and self.label is not None:  # as recorded: this machine's sampler and plan aren't its
+            out["fig_mem"] = charts.memory_figure(self.memory, "as recorded" if self.memory else "not recorded",
+                                                  charts.run_origin(c))
+        elif at is None:
             origin = charts.run_origin(c)
             memory = sampler.series(since=(origin - 2.0) if origin else None) if sampler else {}
             out["fig_mem"] = charts.memory_figure(memory, sampler.label if sampler else "not sampled", origin,
@@ -150,7 +161,7 @@ class LiveRun:
         return views.pane_html(role, "Speculative", f"{self.preset.method}, k={k}: verified drafts", body, stats)
 
     def result(self) -> RunResult:
-        """This run, typed; its `to_json()` is the `compare --json` object plus the page's run id and request."""
+        """This run, typed; its dump is the `compare --json` object plus the page's run id and request."""
         if self._result is None or not self.comparison.done:
             self._result = RunResult.of(self.comparison, self.preset, device=self.device, engines=self.engines,
                                         run_id=self.comparison.run_id, request=self.request,
@@ -164,11 +175,11 @@ class LiveRun:
         return {
             **self.frame(sampler),
             "error": views.error_html(error),
-            "explain": views.explain_html(result, self.expectation()),
+            "explain": views.recorded_html(self.label) + views.explain_html(result, self.expectation()),
             "summary": charts.summary_table(result),
             "history_df": charts.history_table(history or []),
             "history_file": csv_path,
-            "result": result.to_json(),
+            "result": result.model_dump(mode="json"),
         }
 
     def expectation(self) -> str | None:
@@ -187,21 +198,6 @@ def empty_frame(preset: Preset) -> dict:
     live = LiveRun(preset, GenerationRequest(prompt="-"), {})
     return {**live.frame(), "badge": views.badge_html(None), "explain": views.explain_html(None),
             "summary": charts.summary_table(None)}
-
-
-def exports(values: dict) -> dict:
-    """The finished run's exports, added to its last frame (the one carrying the history CSV): the run's JSON
-    as a file beside the session's CSV, one a session, overwritten (named after the CSV's hard-to-guess
-    session stem, so one visitor can't guess another's), and this run's table as Markdown."""
-    csv_path, result = values.get("history_file"), values.get("result")
-    if not csv_path or not isinstance(result, dict):
-        return {}
-    session = Path(csv_path).stem.removeprefix("history-")
-    path = Path(csv_path).with_name(f"run-{session}.json")
-    path.write_text(json.dumps(result, indent=1) + "\n")
-    summary = values.get("summary")
-    md = markdown_table(list(summary.columns), summary.astype(str).values.tolist()) if summary is not None else ""
-    return {"result_file": str(path), "summary_md": md}
 
 
 _PLANS: dict = {}
@@ -223,5 +219,5 @@ def memory_plan_note(preset: Preset, device: str, engines: dict | None = None) -
             _PLANS[key] = None
     if _PLANS[key] is None:
         return None
-    reserved = {role: info.get("kv_cache_bytes") for role, info in (engines or {}).items() if info}
+    reserved = {role: info.kv_cache_bytes for role, info in (engines or {}).items() if info.started}
     return charts.plan_note(_PLANS[key], reserved)

@@ -11,7 +11,8 @@ A link is minted only for the session's own finished run as this server made it 
 which the browser can neither read nor write), never for a run JSON the browser holds. What the browser can
 write into Gradio's copy of the session (every handler input: Gradio stores what is posted) is saved as the
 page first shows it, the run's own prompt and request put back; so a link shows only what the run showed.
-A session keeps at most LINKS_PER_SESSION links: its older ones go first, not everyone's."""
+A session keeps at most LINKS_PER_SESSION links, an address LINKS_PER_ADDRESS (one client with six sessions
+turned the whole ring over in ~9 minutes, issue 44): their older ones go first, not everyone's."""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from pathlib import Path
 
 LINKS_KEPT = 1000  # links on disk (each a copy of the page's components, tens of kB)
 LINKS_PER_SESSION = 3  # a session's own links: a visitor making many runs replaces its own links only
+LINKS_PER_ADDRESS = 30  # an address's (hosting.guard.address_key): a few NATs' visitors, a small part of the ring
 NO_RUN = "Run first: the link shares a finished run as the page shows it."
 
-_links: OrderedDict = OrderedDict()  # (session, run id) -> (name, created at)
+_links: OrderedDict = OrderedDict()  # (session, run id) -> (name, created at, the address that made it)
 _lock = threading.Lock()
 
 
@@ -70,10 +72,11 @@ def shared_components(components: dict[int, dict], defaults: list[dict], private
 
 
 def run_link(app, session: str, run_id: str | None, private: set[str], max_age_s: float,
-             values: dict[int, object] | None = None) -> str | None:
+             values: dict[int, object] | None = None, owner: str | None = None) -> str | None:
     """The deep-link name of `session`'s finished run `run_id` (the server's own: the caller reads it from the
     session's run State) as its page shows it now, with `values` (the run's own inputs) in the posted
-    components; the same name again for the same run. None without a finished run."""
+    components; the same name again for the same run. None without a finished run. `owner`: the address
+    asking (its oldest link goes past LINKS_PER_ADDRESS)."""
     import orjson
 
     holder = app.state_holder
@@ -86,14 +89,16 @@ def run_link(app, session: str, run_id: str | None, private: set[str], max_age_s
         known = _links.get((session, run_id))
         if known is not None:
             return known[0]
-        _forget_session(folder, session)
+        _forget_mine(folder, lambda key, link: key[0] == session, LINKS_PER_SESSION)
+        if owner is not None:
+            _forget_mine(folder, lambda key, link: link[2] == owner, LINKS_PER_ADDRESS)
         name = secrets.token_urlsafe(16)  # 22 of [A-Za-z0-9_-]: Gradio's DEEP_LINK_PATTERN
         blocks = app.get_blocks()
         saved = shared_components(components, blocks.config["components"], private, handler_inputs(blocks), values)
         (folder / name).mkdir(parents=True, exist_ok=True)
         (folder / name / "state.json").write_bytes(
             orjson.dumps(saved, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME, default=_plain))
-        _links[(session, run_id)] = (name, time.monotonic())
+        _links[(session, run_id)] = (name, time.monotonic(), owner)
         return name
 
 
@@ -106,13 +111,14 @@ def _plain(value):
 def _forget_old(folder: Path, max_age_s: float) -> None:
     now = time.monotonic()
     while _links and (len(_links) >= LINKS_KEPT or now - next(iter(_links.values()))[1] > max_age_s):
-        _, (name, _) = _links.popitem(last=False)
+        _, (name, *_) = _links.popitem(last=False)
         shutil.rmtree(folder / name, ignore_errors=True)
 
 
-def _forget_session(folder: Path, session: str) -> None:
-    """`session`'s own oldest links while it holds LINKS_PER_SESSION (the one about to be made is its next)."""
-    mine = [key for key in _links if key[0] == session]
-    for key in mine[:max(0, len(mine) - LINKS_PER_SESSION + 1)]:
-        name, _ = _links.pop(key)
+def _forget_mine(folder: Path, mine, kept: int) -> None:
+    """The oldest links for which `mine(key, link)` holds while there are `kept` (the one about to be made is
+    the next): a session's, an address's."""
+    keys = [key for key, link in _links.items() if mine(key, link)]
+    for key in keys[:max(0, len(keys) - kept + 1)]:
+        name, *_ = _links.pop(key)
         shutil.rmtree(folder / name, ignore_errors=True)

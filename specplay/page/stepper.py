@@ -1,7 +1,7 @@
 """The stepper: after a run (and after its replay), the speculative engine's verification steps one at a
 time: the text so far, the k drafted tokens (the accepted ones, the first rejected one beside the target's
 own token, the rest greyed), and the step's time against the baseline's time per token. It reads the run's
-`step_detail` (specplay.run.steps) from the session's own finished run, kept on the server (a LiveRun in the
+`step_detail` (specplay.run.steps) from the session's own finished run, kept on the server (a FinishedRun in the
 page's "run" State): nothing the browser sends is decoded. A step whose drafts aren't known says "unknown",
 and the method's note says why (EAGLE, MTP: vLLM doesn't return its drafts).
 
@@ -84,24 +84,24 @@ def run_from(result, pieces, decode=None) -> StepperRun | None:
     text = _texts(decode)
     steps = tuple(_step(s, text) for s in detail.steps[:len(result.speculative.token_ids)])  # a step emits 1+
     base_s = result.baseline.step_seconds
-    return StepperRun(tuple(pieces), steps, detail.note, result.k or 0, base_s if base_s and base_s > 0 else None,
-                      detail.rejections_checked)
+    return StepperRun(tuple(pieces), steps, detail.note, result.num_speculative_tokens or 0,
+                      base_s if base_s and base_s > 0 else None, detail.rejections_checked)
 
 
-def stepper_of(live) -> StepperRun | None:
-    """The stepper's view of the session's finished run (a LiveRun; None: none), made once and kept on it."""
-    if live is None or not live.comparison.done:
+def stepper_of(finished) -> StepperRun | None:
+    """The stepper's view of the session's finished run (a FinishedRun; None: none), made once and kept on it."""
+    if finished is None:
         return None
-    if "stepper" not in live.views:
-        result = live.result()
+    if "stepper" not in finished.views:
+        result, live = finished.result, finished.live
         pieces = live.pieces[SPECULATIVE].update(list(result.speculative.token_ids))
-        live.views["stepper"] = run_from(result, pieces, live.decoders.get(SPECULATIVE))
-    return live.views["stepper"]
+        finished.views["stepper"] = run_from(result, pieces, live.decoders.get(SPECULATIVE))
+    return finished.views["stepper"]
 
 
-def stepper_values(live) -> dict:
-    """The stepper's outputs for the session's finished run (a LiveRun; None: idle), at its first rejection."""
-    run = stepper_of(live)
+def stepper_values(finished) -> dict:
+    """The stepper's outputs for the session's finished run (a FinishedRun; None: idle), at its first rejection."""
+    run = stepper_of(finished)
     if run is None:
         return {"st_view": IDLE, "st_step": gr.update(maximum=2, value=1)}
     at = first_rejection(run) + 1
@@ -187,18 +187,18 @@ def stepper_panel(tab: Section) -> None:
 
 
 def wire_stepper(tab: Section) -> None:
-    """The slider and the arrows move the stepper over the session's run (the page's "run" State, a LiveRun
+    """The slider and the arrows move the stepper over the session's run (the page's "run" State, a FinishedRun
     on the server; loaded after a run by `stepper_values`)."""
 
-    def show(live, index):
-        return step_html(stepper_of(live), index)
+    def show(finished, index):
+        return step_html(stepper_of(finished), index)
 
     tab["st_step"].input(show, inputs=[tab["run"], tab["st_step"]], outputs=tab["st_view"],
                          api_visibility="private", show_progress="hidden", queue=False)
 
     def move(by: int):
-        def go(live, index):
-            run = stepper_of(live)
+        def go(finished, index):
+            run = stepper_of(finished)
             if run is None:
                 return {tab["st_view"]: IDLE}
             i = _int(index, 1, 1, len(run.steps)) + by

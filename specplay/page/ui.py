@@ -14,7 +14,7 @@ import gradio as gr
 from specplay.core.paths import BUNDLED_MODELS_DIR, MODELS_DIR, PAGE_DIR, PROJECT_ROOT
 from specplay.page import views
 from specplay.page.bench_tab import bench_tab
-from specplay.hosting.cancel import CancelRegistry
+from specplay.hosting.cancel import CancelRegistry, StopFirst
 from specplay.hosting.closing import LoopMarker
 from specplay.page.css import ESC_STOPS_JS
 from specplay.page.compare_run import RunPlace
@@ -22,7 +22,11 @@ from specplay.page.compare_tab import STATUS_OUTPUTS, compare_tab, status_update
 from specplay.hosting.files import keep_clean, page_folder
 from specplay.hosting import gradio_internals
 from specplay.hosting.guard import LOOPBACK, GuardMiddleware, forwarded_env
+from specplay.hosting.rate import RateMiddleware
+from specplay.page.follow import wire_follow
 from specplay.page.lesson_tab import lesson_tab, wire_lesson
+from specplay.hosting.room import Room
+from specplay.page.recordings_view import load_shelf
 from specplay.hosting.manager import PairManager, PresetNotAllowed
 from specplay.page.section import Section
 from specplay.hosting.settings import PageSettings, scrub, scrub_paths
@@ -30,7 +34,7 @@ from specplay.presets.catalog import Preset, availability, dtype_for, where_it_p
 
 HEADER_OUTPUTS = ("status", "preset", "preset_info")
 FORWARDED_ALLOW_IPS = "FORWARDED_ALLOW_IPS"  # uvicorn's setting: the proxies whose X-Forwarded-For it believes
-REPLAY_LIMIT = 4  # replays at once (each holds a worker thread while it plays): the rest wait their turn
+REPLAY_LIMIT = 4  # replays (and recordings played) at once, each holding a worker thread: the rest wait
 # The hub models the offline conversions come from: the serve panel names them, not the server's cache path
 HUB_IDS = {"smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
@@ -38,27 +42,33 @@ HUB_IDS = {"smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 def build_page(manager: PairManager, settings: PageSettings | None = None, lesson=None) -> gr.Blocks:
     settings = settings or PageSettings()
     if lesson is None:  # the bundled lesson for this device (app.py passes the operator's, checked at start)
-        from specplay.lesson.load import default_lesson_path, load_lesson
+        from specplay.lesson.load import bundled_lesson
 
-        lesson = load_lesson(default_lesson_path(manager.hardware.device))
+        lesson = bundled_lesson(manager.hardware.device)
     # one folder each, reused by every start, inside the project's cache; files older than an hour go
     history_dir, bench_dir = str(page_folder("history", PAGE_DIR)), page_folder("bench", PAGE_DIR)
     for folder in (history_dir, bench_dir):  # aged out at start and on a timer, not only after a run
         keep_clean(folder, settings.files_max_age_s)
+    recordings = load_shelf(settings.recordings)  # read and checked once, now: a pick names one of these
     # delete_cache: every history CSV served is copied into Gradio's cache; files older than an hour go
     with gr.Blocks(title="Speculative decoding playground", delete_cache=(600, 3600)) as demo:
         header = _header(manager, list(manager.presets) if settings.allow_switching else [manager.preset.name])
+        room = Room(settings.presenter_key)  # a room that watches one run, where the operator set a key
+        banner = gr.HTML(visible=False, elem_id="room") if room.on else None
         with gr.Tabs() as tabs:
             with gr.Tab("Compare", id="compare"):
-                compare = compare_tab(manager)
+                compare = compare_tab(manager, recordings)
             with gr.Tab("Lesson", id="lesson"):
                 lessons = lesson_tab(lesson)
             if settings.allow_bench:  # off on a public page unless the operator allows it
                 with gr.Tab("Bench", id="bench"):
                     bench_tab(manager, settings, bench_dir)
-        place = RunPlace(manager, CancelRegistry(), history_dir, settings, demo.GRADIO_CACHE)
+        place = RunPlace(manager, CancelRegistry(), history_dir, settings, demo.GRADIO_CACHE, recordings, room)
         wire_compare(compare, place)
         wire_lesson(lessons, compare, tabs, place, lesson, lambda name: switch_refusal(manager, settings, name))
+        # the Bench tab stays on a follower's page (Gradio 6.31 shows a tab hidden by an update: seen in headless
+        # chromium); its runs are refused like every queued event of a follower
+        wire_follow(demo, room, banner, compare, lessons, locked=[header["preset"]])
         demo.load(None, js=ESC_STOPS_JS)  # Esc clicks Stop
         _wire_status(demo, header, compare, manager)
         _wire_switch(header, compare, manager, settings)
@@ -67,6 +77,7 @@ def build_page(manager: PairManager, settings: PageSettings | None = None, lesso
     # allowed path: the cache may be elsewhere (PLAYGROUND_CACHE=/data, or a .cache that is a symlink)
     demo.playground_file_dirs = [history_dir, str(bench_dir)]
     demo.playground_settings = settings  # launch() reads the trusted proxies
+    demo.playground_room = room  # and the room: the queue takes no follower's event
     return demo
 
 
@@ -74,7 +85,7 @@ def _limit_replays(demo: gr.Blocks) -> None:
     """Replays sleep between frames in a worker thread: at most REPLAY_LIMIT at once, in their own group, so
     a crowd replaying can't take every thread from Stop, the status poll and /health."""
     for fn in demo.fns.values():
-        if getattr(fn.fn, "__name__", "") == "replay":
+        if getattr(fn.fn, "__name__", "") in ("replay", "play_recording_event"):
             fn.concurrency_limit, fn.concurrency_id = REPLAY_LIMIT, "replay"
 
 
@@ -181,13 +192,23 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
     demo.queue(max_size=queue_size, default_concurrency_limit=1, api_open=False)
     # one pending event per session in each queue group, a few per client address; unread streams stopped
     gradio_internals.check(demo._queue)  # a Gradio without what the limits hook into stops here, named
-    gradio_internals.limit_pending(demo._queue, local=host in LOOPBACK and not share)
+    local = host in LOOPBACK and not share
+    gradio_internals.limit_pending(demo._queue, local=local)
     gradio_internals.bound_unread(demo._queue)
+    room = getattr(demo, "playground_room", None)
+    if room is not None and room.on:  # outside the limits above: a follower's event is refused first
+        gradio_internals.presenter_only(demo._queue, room)
+    gradio_internals.quiet_refused_values(demo)  # a forged value: one log line, not a traceback
     app_kwargs = dict(app_kwargs or {})
-    # bodies capped at 1 MiB before anything parses them, and no uploads (the page takes none)
-    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(GuardMiddleware),
+    # first a per-address rate limit (429) and unused routes closed; bodies capped at 1 MiB before anything
+    # parses them (16 kB for a direct call), and no uploads (the page takes none)
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(RateMiddleware, local=local),
+                                Middleware(GuardMiddleware),
                                 Middleware(LoopMarker, page=demo),  # closing.close() needs the loop
-                                Middleware(gradio_internals.NoSessionFromUnqueued, page=demo)]  # no unqueued call makes a session
+                                Middleware(gradio_internals.NoSessionFromUnqueued, page=demo),  # no unqueued call makes a session
+                                # Stop cancels and answers before Gradio's thread pool
+                                Middleware(StopFirst, find=gradio_internals.stop_handlers(demo),
+                                           reply=gradio_internals.direct_answer)]
     # uvicorn reads which proxies' X-Forwarded-For it believes when Gradio makes its server, inside launch()
     before = os.environ.get(FORWARDED_ALLOW_IPS)
     os.environ[FORWARDED_ALLOW_IPS] = forwarded_env(settings.trusted_proxies)

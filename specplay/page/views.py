@@ -318,13 +318,13 @@ def explain_html_pooled(explain: str, pooled, done: int, total: int) -> str:
     (run.noise.Pooled: their steps summed, one 95% interval over all of them) and the single runs' spread."""
     if pooled is None:
         return explain
-    noise, spread = pooled.noise, pooled.spread
-    interval = f", 95% interval {noise.speedup}" if noise else ""
-    verdict = (" It holds 1×: within noise even over these runs." if noise and noise.within_noise else "")
+    interval, spread = pooled.speedup_interval, pooled.single_run_spread
+    interval_text = f", 95% interval {interval}" if interval else ""
+    verdict = " It holds 1×: within noise even over these runs." if pooled.within_noise else ""
     spread_text = f" Single runs measured {spread.low:.2f}× to {spread.high:.2f}×." if spread else ""
     return (f'<div class="pooled" id="pooled">Over {done} of {total} runs, pooled: speedup '
-            f'<b>{pooled.speedup:.2f}×</b>{interval} ({pooled.tokens_per_step_ratio:.2f}× the tokens per step at '
-            f'{pooled.step_cost_ratio:.2f}× the step time).{verdict}{spread_text} The last run:</div>{explain}')
+            f'<b>{pooled.speedup:.2f}×</b>{interval_text} ({pooled.tokens_per_step_ratio:.2f}× the tokens per step '
+            f'at {pooled.step_cost_ratio:.2f}× the step time).{verdict}{spread_text} The last run:</div>{explain}')
 
 
 # -- status and errors -------------------------------------------------------------------------------------
@@ -342,6 +342,11 @@ def status_html(state: str, preset: str, message: str, progress: float, elapsed_
     if state == "error":
         return f'<div class="status error">✗ Preset <b>{name}</b> failed to load: {esc_message(message)}</div>'
     return f'<div class="status idle">{esc(message) or "No engines loaded."}</div>'
+
+
+def recorded_html(label: str | None) -> str:
+    """A recording's provenance over what it shows (page/recordings_view.py): never passing as a live run."""
+    return f'<div class="recorded" role="note">{esc(label)}</div>' if label else ""
 
 
 def error_html(message: str | None) -> str:

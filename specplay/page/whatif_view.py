@@ -50,9 +50,10 @@ def _number(value, low: float, high: float, default: float) -> float:
 def start_from(result) -> Start | None:
     """The what-if's start from a finished RunResult (None for a failed or untimed run, or one made without a
     preset: its kind and k unknown)."""
-    if result is None or result.error or result.speedup is None or not result.kind or not result.k:
+    if (result is None or result.error or result.speedup is None or not result.method_kind
+            or not result.num_speculative_tokens):
         return None
-    facts, k = facts_of_kind(result.kind), min(result.k, K_SLIDER_MAX)
+    facts, k = facts_of_kind(result.method_kind), min(result.num_speculative_tokens, K_SLIDER_MAX)
     interval = result.speedup_interval
     passes = tuple(facts.draft_passes(n) for n in range(1, K_SLIDER_MAX + 1))
     return Start(result.preset or "", facts.method, facts.draft_passes(k) == 0, passes,
@@ -60,18 +61,18 @@ def start_from(result) -> Start | None:
                  (interval.low, interval.high) if interval is not None else None)
 
 
-def start_of(live) -> Start | None:
-    """The what-if's start for the session's finished run (a LiveRun; None: none), made once and kept on it."""
-    if live is None or not live.comparison.done:
+def start_of(finished) -> Start | None:
+    """The what-if's start for the session's finished run (a FinishedRun; None: none), made once and kept on it."""
+    if finished is None:
         return None
-    if "whatif" not in live.views:
-        live.views["whatif"] = start_from(live.result())
-    return live.views["whatif"]
+    if "whatif" not in finished.views:
+        finished.views["whatif"] = start_from(finished.result)
+    return finished.views["whatif"]
 
 
-def whatif_values(live) -> dict:
-    """The what-if's outputs for the session's finished run (a LiveRun; None: idle): sliders at its values."""
-    start = start_of(live)
+def whatif_values(finished) -> dict:
+    """The what-if's outputs for the session's finished run (a FinishedRun; None: idle): sliders at its values."""
+    start = start_of(finished)
     if start is None:
         return {"wi_view": IDLE}
     values = slider_values(start)
@@ -166,8 +167,8 @@ def wire_whatif(tab: Section) -> None:
     """Moving a slider redraws the prediction for the session's run (loaded by the run's last frame:
     `whatif_values`)."""
 
-    def redraw(alpha, k, cost, per_position, live):
-        start = start_of(live)
+    def redraw(alpha, k, cost, per_position, finished):
+        start = start_of(finished)
         if start is None:
             return {tab["wi_view"]: IDLE}
         p = predict(start, alpha, k, cost, per_position)

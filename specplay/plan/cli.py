@@ -28,14 +28,15 @@ def run_cli(args) -> int:
     """Print the plan; exit 0 when it fits, 3 when it doesn't, 4 when it can't tell (a config is missing); a
     draft and target that don't go together are refused first, naming both numbers (SystemExit: exit 2)."""
     from specplay.plan.memory import MachineMemory, plan
-    from specplay.plan.pair_check import check_pair
+    from specplay.plan.gate import PairRefused, gate
     from specplay.plan.report import format_plan
     from specplay.presets.adhoc import named_preset
 
     preset = named_preset(args)
-    pair = check_pair(preset)
-    if pair.mismatch:
-        raise SystemExit(pair.mismatch)
+    try:
+        pair = gate(preset, here=False)  # a plan is for any machine: only the pair itself is checked
+    except PairRefused as exc:
+        raise SystemExit(str(exc)) from None
     hardware = memory = None
     if args.gpu_gib is None and (args.gpus is not None or args.free_gib is not None):
         raise SystemExit("--gpus and --free-gib go with --gpu-gib (the GPUs' total memory)")

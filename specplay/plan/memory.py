@@ -28,9 +28,10 @@ from specplay.core.hardware import Hardware, detect, nvml
 from specplay.core.units import GIB
 from specplay.core.units import gib_text as _gib
 from specplay.plan.shapes import (  # noqa: F401  (count_* and kv_bytes_per_token: the planner's API too)
-    ConfigUnavailable, count_eagle_head, count_mtp_layers, count_parameters, dtype_bytes, kv_bytes_per_token,
+    DTYPE_BYTES, ConfigUnavailable, count_eagle_head, count_mtp_layers, count_parameters, dtype_bytes, kv_bytes_per_token,
     linear_weight_bytes, load_config,
 )
+from specplay.presets.engine_args import engine_extras
 from specplay.presets.engines import dtype_for, engines_get_own_gpus
 
 # -- estimates ---------------------------------------------------------------------------------------
@@ -151,10 +152,19 @@ class MemoryPlan:
         return asdict(self)
 
 
+def kv_value_bytes(kv_cache_dtype: str | None, dbytes: float) -> float:
+    """Bytes per cached K or V value: the model's dtype, unless the preset's `kv_cache_dtype` (an engine
+    argument of its target section) stores fp8 (1 byte: half a bf16 cache) or names a dtype of its own."""
+    name = str(kv_cache_dtype or "auto")
+    if name.startswith("fp8"):
+        return 1
+    return DTYPE_BYTES.get(name, dbytes)
+
+
 def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | None, head: str | None,
-                target_config: dict | None) -> tuple[ModelPart, dict | None]:
+                target_config: dict | None, kv_dtype: str | None = None) -> tuple[ModelPart, dict | None]:
     """One model's part; `head`: the method of an EAGLE-style head (the method table's draft "head"), whose
-    count needs the target's config."""
+    count needs the target's config; `kv_dtype`: the engine's kv_cache_dtype (a draft's cache shares it)."""
     try:
         config, origin = load_config(ref)
     except ConfigUnavailable as exc:
@@ -173,34 +183,39 @@ def _model_part(kind: str, ref: str, dtype: str, tp: int, quantization: str | No
     lin_bytes, qmethod = linear_weight_bytes(quantization, config, dbytes)
     if qmethod:
         note = (note + "; " if note else "") + f"{qmethod}: linear weights at {lin_bytes:g} byte(s)"
+    kv_bytes = kv_value_bytes(kv_dtype, dbytes)
+    if kv_bytes != dbytes:
+        note = (note + "; " if note else "") + f"KV cache {kv_dtype}: {kv_bytes:g} byte(s) a value"
     return ModelPart(kind, ref, origin, params=count.total, weight_bytes=count.weight_bytes(dbytes, lin_bytes),
-                     kv_bytes_per_token=kv_bytes_per_token(config, dbytes, tp), tp=tp, note=note), config
+                     kv_bytes_per_token=kv_bytes_per_token(config, kv_bytes, tp), tp=tp, note=note), config
 
 
-def _mtp_part(target: ModelPart, target_config: dict | None, dtype: str) -> ModelPart:
+def _mtp_part(target: ModelPart, target_config: dict | None, dtype: str, kv_dtype: str | None = None) -> ModelPart:
     if target_config is None:
         return ModelPart("MTP layers", target.ref, target.origin, tp=target.tp, note="the target's config is needed")
     count, kv_config, note = count_mtp_layers(target_config)
     dbytes = dtype_bytes(dtype, target_config if dtype == "auto" else None)
+    kv_bytes = kv_value_bytes(kv_dtype, dbytes)
     return ModelPart("MTP layers", target.ref, target.origin, params=count.total, weight_bytes=count.weight_bytes(dbytes),
-                     kv_bytes_per_token=kv_bytes_per_token(kv_config, dbytes, target.tp), tp=target.tp, note=note)
+                     kv_bytes_per_token=kv_bytes_per_token(kv_config, kv_bytes, target.tp), tp=target.tp, note=note)
 
 
 def _engine_rows(preset, device: str) -> list[EngineRow]:
     t, spec, facts = preset.target, preset.speculative_config, preset.facts
     tp = t.tensor_parallel_size
     dtype = dtype_for(preset, device)  # what the engines will load: bf16 SmolLM2 on a GPU
-    target, target_config = _model_part("target", t.model, dtype, tp, t.quantization, None, None)
+    kv_dtype = engine_extras(t).get("kv_cache_dtype")  # both engines' (vLLM's draft shares the cache config)
+    target, target_config = _model_part("target", t.model, dtype, tp, t.quantization, None, None, kv_dtype)
     rows = [EngineRow(BASELINE, [target])]
     parts = [target]
     if facts.draft == "inside":
-        parts = [target, _mtp_part(target, target_config, dtype)]
+        parts = [target, _mtp_part(target, target_config, dtype, kv_dtype)]
     elif facts.needs_model or (facts.needs_model is None and spec.model is not None):
         # The draft runs in the target's dtype (vLLM's draft model config takes the target's).
         draft_tp = spec.draft_tensor_parallel_size or tp
         head = preset.kind if facts.draft == "head" else None  # the head's shape by kind (shapes.count_eagle_head)
         draft, _ = _model_part(facts.plan_label or "draft", spec.model, dtype, draft_tp, spec.quantization, head,
-                               target_config)
+                               target_config, kv_dtype)
         parts = [target, draft]
     rows.append(EngineRow(SPECULATIVE, parts))
     for row in rows:

@@ -6,16 +6,17 @@ per token. The memory plan (`plan.memory`) is built on these. No vLLM, no Gradio
 
 from __future__ import annotations
 
-import json
-import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from specplay.core.paths import BUNDLED_MODELS_DIR
+from specplay.core.reading import CONFIG_MAX_BYTES, UnreadableInput, check_values, load_json
+from specplay.plan.gguf import read_gguf_metadata
 from specplay.presets.hub import hub_reachable
 from specplay.presets.models import BUNDLED, LOCAL, REPO, local_folder
-from specplay.presets.offline_model import DERIVED_DRAFT_NAME, DERIVED_DRAFT_SKIPPED, OFFLINE_MODELS, TARGET_NAME
+from specplay.presets.offline_model import (BIGRAM_DRAFT_NAME, DERIVED_DRAFT_NAME, DERIVED_DRAFT_SKIPPED, OFFLINE_MODELS,
+                                            TARGET_NAME)
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
 FOUR_BIT_METHODS = {"awq", "awq_marlin", "gptq", "gptq_marlin", "bitsandbytes", "gguf"}
@@ -51,10 +52,14 @@ def load_config(ref: str) -> tuple[dict, str]:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigUnavailable(f"{path}: {exc}") from None
+    """A config.json, bounded (core.reading); ConfigUnavailable when there is none, UnreadableInput when
+    there is one no model could have (too big, too deep, a list, a FIFO): the gate refuses that pair."""
+    if not path.exists() and not path.is_symlink():
+        raise ConfigUnavailable(f"{path}: no such file")
+    config = load_json(path, CONFIG_MAX_BYTES, str(path))
+    if not isinstance(config, dict):
+        raise UnreadableInput(f"{path}: expected a JSON object (a model's config), got {type(config).__name__}")
+    return config
 
 
 def _offline_config(name: str) -> tuple[dict, str]:
@@ -67,6 +72,10 @@ def _offline_config(name: str) -> tuple[dict, str]:
         config, origin = _offline_config(TARGET_NAME)
         config = {**config, "num_hidden_layers": config["num_hidden_layers"] - len(DERIVED_DRAFT_SKIPPED)}
         return config, f"{origin}, minus layers {DERIVED_DRAFT_SKIPPED.start}-{DERIVED_DRAFT_SKIPPED.stop - 1}"
+    if name == BIGRAM_DRAFT_NAME:  # a fixed shape, whatever text it learns from (presets.bigram_draft)
+        from specplay.presets.bigram_draft import BIGRAM_CONFIG
+
+        return dict(BIGRAM_CONFIG), "presets/bigram_draft.py (not prepared yet)"
     from specplay.presets.offline_model import OfflineModelError, find_smollm2_gguf
 
     try:
@@ -100,63 +109,12 @@ def _hub_config(repo_id: str) -> tuple[dict, str]:
                             "and the hub can't be reached from here)")
 
 
-# A minimal GGUF metadata reader (header key/values and tensor names; no tensor data). The `gguf` package's
-# GGUFReader parses every tokenizer array into numpy and takes seconds on a small CPU; this takes ~0.1 s.
-_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
-_GGUF_STRING, _GGUF_ARRAY = 8, 9
-
-
-def read_gguf_metadata(path: Path) -> tuple[dict, list[str]]:
-    """(metadata key/values, tensor names) of a GGUF file; arrays are returned as their length only."""
-    with open(path, "rb") as f:
-        def unpack(fmt):
-            size = struct.calcsize(fmt)
-            data = f.read(size)
-            if len(data) != size:
-                raise ConfigUnavailable(f"{path}: GGUF header cut short")
-            return struct.unpack(fmt, data)[0]
-
-        def string():
-            return f.read(unpack("<Q")).decode("utf-8", errors="replace")
-
-        def value(kind):
-            if kind in _GGUF_SCALARS:
-                return unpack(_GGUF_SCALARS[kind])
-            if kind == _GGUF_STRING:
-                return string()
-            if kind == _GGUF_ARRAY:
-                item_kind, count = unpack("<I"), unpack("<Q")
-                if item_kind == _GGUF_STRING:
-                    for _ in range(count):
-                        f.seek(unpack("<Q"), 1)
-                elif item_kind in _GGUF_SCALARS:
-                    f.seek(count * struct.calcsize(_GGUF_SCALARS[item_kind]), 1)
-                else:
-                    for _ in range(count):
-                        value(item_kind)
-                return count
-            raise ConfigUnavailable(f"{path}: unknown GGUF value type {kind}")
-
-        if f.read(4) != b"GGUF":
-            raise ConfigUnavailable(f"{path}: not a GGUF file")
-        version = unpack("<I")
-        if version < 2:
-            raise ConfigUnavailable(f"{path}: GGUF version {version} is too old to read")
-        n_tensors, n_kv = unpack("<Q"), unpack("<Q")
-        meta = {}
-        for _ in range(n_kv):
-            key = string()
-            meta[key] = value(unpack("<I"))
-        names = []
-        for _ in range(n_tensors):
-            names.append(string())
-            f.seek(8 * unpack("<I") + 4 + 8, 1)  # dims, type, offset
-        return meta, names
-
-
 def config_from_gguf(path: Path) -> dict:
     """The Llama config.json transformers derives from a llama-architecture GGUF (as `prepare` saves it)."""
     return dict(_config_from_gguf(Path(path).resolve()))
+
+
+_GGUF_NEEDED = ("llama.attention.head_count", "llama.embedding_length", "llama.block_count", "llama.feed_forward_length")
 
 
 @lru_cache(maxsize=4)
@@ -165,6 +123,9 @@ def _config_from_gguf(path: Path) -> dict:
     arch = meta.get("general.architecture")
     if arch != "llama":
         raise ConfigUnavailable(f"{path}: architecture {arch!r}, expected 'llama'")
+    missing = [key for key in _GGUF_NEEDED if key not in meta]
+    if missing:
+        raise UnreadableInput(f"{path}: its GGUF metadata has no {missing[0]}")
     heads = meta["llama.attention.head_count"]
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
@@ -180,6 +141,7 @@ def _config_from_gguf(path: Path) -> dict:
     }
     if "llama.attention.key_length" in meta:
         config["head_dim"] = meta["llama.attention.key_length"]
+    check_values(config, str(path))  # a u64 past int64, an f32 inf: refused here, as a config.json's are
     return config
 
 

@@ -6,9 +6,9 @@ vLLM's SpeculativeConfig fields). `named_preset` resolves what a command line na
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from specplay.core.reading import OPTION_MAX_BYTES, UnreadableInput, parse_json
 from specplay.presets.methods import facts_for
 from specplay.presets.models import LOCAL
 from specplay.presets.schema import Preset, PresetError
@@ -17,26 +17,40 @@ from specplay.presets.validation import validate
 ADHOC = "adhoc"
 
 
+def own_ref(model: str) -> str:
+    """A model as the user names it to vLLM (a hub id, or a local folder) as a preset names it: a folder
+    becomes `path:` + its absolute path."""
+    return f"{LOCAL}{Path(model).resolve()}" if Path(model).is_dir() else model
+
+
+def own_device(speculative_config: dict) -> str:
+    """An own pair's device: 'gpu' for a method that runs on a GPU only, else 'any' (the gate then says
+    whether this machine can hold it)."""
+    return "gpu" if facts_for(speculative_config).gpu_only else "any"
+
+
 def adhoc_preset(model: str, speculative_config: str | dict, dtype: str = "auto", max_model_len: int = 4096,
                  memory: tuple[float, float] = (0.4, 0.45), cpu_kvcache_space_gib: int = 4,
                  load_format: str = "auto") -> Preset:
     """A preset for `model` with `speculative_config` (JSON text or a dict); PresetError naming the option."""
     if isinstance(speculative_config, str):
+        if len(speculative_config) > OPTION_MAX_BYTES:
+            raise PresetError(f"--speculative-config: over {OPTION_MAX_BYTES // 1024} KiB; vllm serve's is one short object")
         try:
-            speculative_config = json.loads(speculative_config)
-        except ValueError as exc:
-            raise PresetError(f"--speculative-config: not valid JSON ({exc.msg} at character {exc.pos})") from None
+            speculative_config = parse_json(speculative_config, "--speculative-config")
+        except UnreadableInput as exc:
+            raise PresetError(str(exc)) from None
     if not isinstance(speculative_config, dict):
         raise PresetError("--speculative-config: expected a JSON object, as vllm serve takes it")
-    ref = f"{LOCAL}{Path(model).resolve()}" if Path(model).is_dir() else model
+    ref = own_ref(model)
     spec = dict(speculative_config)
-    if isinstance(spec.get("model"), str) and Path(spec["model"]).is_dir():
-        spec["model"] = f"{LOCAL}{Path(spec['model']).resolve()}"
+    if isinstance(spec.get("model"), str):
+        spec["model"] = own_ref(spec["model"])
     dummy = load_format == "dummy"
     data = {
         "name": ADHOC, "description": f"{model} with {spec.get('method', '?')} (k={spec.get('num_speculative_tokens', '?')}), "
                                       "from the command line",
-        "guide_section": "ad hoc", "device": "gpu" if facts_for(spec).gpu_only else "any", "gpus": 1,
+        "guide_section": "ad hoc", "device": own_device(spec), "gpus": 1,
         "notes": "Given on the command line (--model, --speculative-config), not a shipped preset.",
         "pays_off": {"cpu": "Not measured: an ad-hoc pair.", "gpu": "Not measured: an ad-hoc pair."},
         "target": {"model": ref, "dtype": dtype, "max_model_len": max_model_len,

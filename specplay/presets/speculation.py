@@ -49,6 +49,8 @@ class Speculation(BaseModel):
     draft_sample_method: str | None = None
     synthetic_acceptance_rates: list[float] | None = None
     quantization: str | None = None  # the draft's (the memory plan reads it)
+    use_heterogeneous_vocab: bool = Field(False, description="a draft_model whose vocabulary differs from the "
+                                          "target's (vLLM's token-level intersection; greedy drafts only)")
     _written: tuple[str, ...] = PrivateAttr(())  # the keys as the author wrote them, in order
 
     @model_validator(mode="wrap")

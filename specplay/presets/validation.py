@@ -8,6 +8,7 @@ from pathlib import Path
 
 from specplay.presets import capabilities
 from specplay.presets.capabilities import INSTALLED
+from specplay.presets.engine_args import UnknownEngineArgument, check_target
 from specplay.presets.methods import METHOD_FACTS, V2_UNSUPPORTED
 from specplay.presets.models import local_config, ref_problem
 from specplay.presets.schema import Preset, PresetError, PresetFile, parse
@@ -92,8 +93,21 @@ def _check_draft(source: Path, spec: Speculation, tp: int) -> None:
                   "(the id vLLM puts in the slots it drafts in parallel)", spec.model)
 
 
+def _check_heterogeneous_vocab(source: Path, spec: Speculation) -> None:
+    """vLLM's own rules for a draft of another vocabulary (config/speculative.py): a draft_model that drafts
+    greedily; said at load rather than minutes later at engine start."""
+    if not spec.use_heterogeneous_vocab:
+        return
+    if spec.method != "draft_model":
+        _fail(source, "speculative_config.use_heterogeneous_vocab", "true only with method 'draft_model'", True)
+    if spec.draft_sample_method not in (None, "greedy"):
+        _fail(source, "speculative_config.draft_sample_method", "'greedy' or left out (use_heterogeneous_vocab "
+              "drafts greedily only)", spec.draft_sample_method)
+
+
 def _check_speculative_config(source: Path, spec: Speculation, tp: int) -> None:
     """The rules across its keys (the schema typed each one)."""
+    _check_heterogeneous_vocab(source, spec)
     if spec.facts.lookup:
         lo, hi = spec.prompt_lookup_min, spec.prompt_lookup_max
         if lo is None or hi is None or lo > hi:
@@ -157,6 +171,10 @@ def validate(data, source: Path, facts=INSTALLED) -> Preset:
                 mismatch = str(exc)
             else:
                 raise
+        try:
+            check_target(source, data.get("target"), facts)
+        except UnknownEngineArgument as exc:  # another vLLM's engine argument: loads, can't run here
+            mismatch = mismatch or str(exc)
     f = parse(data, source)
     spec = f.speculative_config  # the validated section is the preset's: vLLM's keys kept as written
     gpus = f.gpus if f.gpus is not None else f.target.tensor_parallel_size

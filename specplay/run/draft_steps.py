@@ -5,7 +5,6 @@ greedy continuation; the draft engine starts after the pair is done with, so it 
 
 from __future__ import annotations
 
-import dataclasses
 
 from specplay.engine.draft_runner import greedy_continuations
 from specplay.presets.engines import draft_engine_settings
@@ -15,6 +14,8 @@ from specplay.run.steps import chunk_contexts, replayed, step_detail
 # why a run's drafts weren't replayed, for the caller to say
 NOT_A_DRAFT_MODEL = "this preset has no separate draft model that drafts one token a pass"
 NOT_GREEDY = "at a temperature above 0 the draft samples, so its drafts can't be recomputed"
+OTHER_VOCABULARY = ("the draft has a vocabulary of its own (use_heterogeneous_vocab): it drafts from the target's "
+                    "tokens mapped into its own by vLLM, which the draft alone, given the target's ids, can't replay")
 REPLAYED = ("the draft model's drafts, recomputed after the run: the draft alone continued each step's context "
             "greedily (temperature 0), and each step was checked against vLLM's per-step counts; those confirm the "
             "accepted tokens and where a rejection fell, not which token was rejected (marked \"not checked\")")
@@ -24,6 +25,8 @@ def why_not(preset, temperature: float) -> str | None:
     """Why this run's drafts can't be replayed; None: they can."""
     if draft_engine_settings(preset) is None:
         return NOT_A_DRAFT_MODEL
+    if preset.speculative_config.use_heterogeneous_vocab:
+        return OTHER_VOCABULARY
     return NOT_GREEDY if temperature > 0 else None
 
 
@@ -37,5 +40,4 @@ def with_draft_steps(result: RunResult, prompt_ids: list[int], preset, hardware=
     continuations = greedy_continuations(settings, contexts, preset.num_speculative_tokens)
     detail = step_detail(prompt_ids, side, preset.speculative_config, preset.facts.kind,
                          preset.target.max_model_len, propose=replayed(contexts, continuations))
-    return dataclasses.replace(result, step_detail=dataclasses.replace(detail, note=REPLAYED,
-                                                                      rejections_checked=False))
+    return result.with_step_detail(detail.model_copy(update={"note": REPLAYED, "rejections_checked": False}))

@@ -13,6 +13,7 @@ says the step time includes the sharing and blames nothing of it on the draft. P
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from specplay.core.events import BASELINE, SPECULATIVE
@@ -174,3 +175,19 @@ def explain(result, method: str, k: int, device: str, step_floor_s: float | None
                 f"the tokens, not enough for steps {f.cost:.2f}× as long; {advice}{shared}.")
     return (f"Acceptance and step cost cancel out ({f.speedup:.2f}×): {head}; more accepted tokens per step or "
             f"cheaper steps would tip it{shared}.")
+
+
+def beside_sentence(here, there, here_name: str = "this run", there_name: str = "the recording") -> str | None:
+    """Why two runs' speedups differ (two RunResults: a live run and a recording set beside it), from the same
+    two factors: the log of the speedups' ratio is the tokens-per-step part less the step-cost part, so the
+    sentence says which part is the larger and by how much each moved. None where a figure is missing."""
+    figures = [(r.speedup, r.tokens_per_step_ratio, r.step_cost_ratio) for r in (here, there)]
+    if any(v is None or v <= 0 for f in figures for v in f):
+        return None
+    (s1, t1, c1), (s2, t2, c2) = figures
+    gain, cost = math.log(t2 / t1), math.log(c1 / c2)  # each > 0 where it favours `there`
+    bigger = ("the tokens per step (what acceptance and k buy)" if abs(gain) >= abs(cost)
+              else "the step time (what drafting and verifying cost against a plain step)")
+    return (f"{there_name[0].upper()}{there_name[1:]} measured {s2:.2f}× against {here_name}'s {s1:.2f}×: "
+            f"{t2:.2f}× the tokens per step against {t1:.2f}×, at {c2:.2f}× the step time against {c1:.2f}×, "
+            f"so most of the difference is in {bigger}.")

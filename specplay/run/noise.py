@@ -18,9 +18,10 @@ in the next, so repeating the run (`pooled_runs`, with its `spread`) is still th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pydantic import BaseModel, ConfigDict, SerializationInfo, model_serializer, model_validator
 
 from specplay.core.events import ROLES, TOKENS
+from specplay.run.fields import Count, Ratio, Rounded4, exact
 
 RESAMPLES = 1000
 SEED = 0
@@ -28,24 +29,38 @@ LEVEL = 0.95
 MIN_STEPS = 5  # fewer timed decode steps on either engine: no interval (a bootstrap of 3 says nothing)
 
 
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
+class Interval(BaseModel):
+    """A 95% interval; its JSON is [low, high] (4 digits, unless dumped exactly: result.EXACT)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    low: Ratio
+    high: Ratio
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_pair(cls, data):
+        if isinstance(data, (list, tuple)):
+            if len(data) != 2:
+                raise ValueError("an interval is [low, high]")
+            return {"low": data[0], "high": data[1]}
+        return data
+
+    @model_serializer
+    def _pair(self, info: SerializationInfo) -> list[float]:
+        return [self.low, self.high] if exact(info) else [round(self.low, 4), round(self.high, 4)]
 
     def holds(self, x: float) -> bool:
         return self.low <= x <= self.high
-
-    def as_list(self, digits: int = 4) -> list[float]:
-        return [round(self.low, digits), round(self.high, digits)]
 
     def __str__(self) -> str:
         return f"{self.low:.2f}–{self.high:.2f}×"
 
 
-@dataclass(frozen=True)
-class Noise:
+class Noise(BaseModel):
     """The run's three figures' 95% intervals (speculative ÷ baseline)."""
+
+    model_config = ConfigDict(frozen=True)
 
     speedup: Interval
     tokens_per_step_ratio: Interval
@@ -100,18 +115,25 @@ def _pooled(units):
     return tuple(sum((list(u[i]) for u in present), []) for i in range(3)) if present else None
 
 
-@dataclass(frozen=True)
-class Pooled:
+class Pooled(BaseModel):
     """Several runs of one prompt and preset, pooled: their decode steps summed per engine (as a bench row
-    pools a batch), so the figures are Σ over all runs' steps, and one interval over all of them."""
+    pools a batch), so the figures are Σ over all runs' steps, and one interval over all of them. The run
+    JSON's `pooled` object (a series' run: RunResult.pooled)."""
 
-    runs: int
-    speedup: float
-    tokens_per_step_ratio: float
-    step_cost_ratio: float
-    noise: Noise | None
+    model_config = ConfigDict(frozen=True)
+
+    runs: Count
+    speedup: Rounded4
+    tokens_per_step_ratio: Rounded4
+    step_cost_ratio: Rounded4
+    speedup_interval: Interval | None = None
     # the lowest and highest single run's speedup: run-to-run drift, which no run's own steps show
-    spread: Interval | None = None
+    single_run_spread: Interval | None = None
+    single_run_intervals: tuple[Interval | None, ...] = ()
+
+    @property
+    def within_noise(self) -> bool:
+        return self.speedup_interval is not None and self.speedup_interval.holds(1.0)
 
 
 def pooled_runs(results, resamples: int = RESAMPLES, seed: int = SEED) -> Pooled | None:
@@ -124,8 +146,11 @@ def pooled_runs(results, resamples: int = RESAMPLES, seed: int = SEED) -> Pooled
     gain = (sum(s_tok) / sum(s_steps)) / (sum(b_tok) / sum(b_steps))
     cost = (sum(s_sec) / sum(s_steps)) / (sum(b_sec) / sum(b_steps))
     speedups = [r.speedup for r in results if r.speedup]
-    spread = Interval(min(speedups), max(speedups)) if speedups else None
-    return Pooled(len(results), gain / cost, gain, cost, _bootstrap(units, resamples, seed), spread)
+    noise = _bootstrap(units, resamples, seed)
+    return Pooled(runs=len(results), speedup=gain / cost, tokens_per_step_ratio=gain, step_cost_ratio=cost,
+                  speedup_interval=noise.speedup if noise else None,
+                  single_run_spread=Interval(low=min(speedups), high=max(speedups)) if speedups else None,
+                  single_run_intervals=tuple(r.speedup_interval for r in results))
 
 
 def _bootstrap(units, resamples: int, seed: int) -> Noise | None:
@@ -142,9 +167,10 @@ def _bootstrap(units, resamples: int, seed: int) -> Noise | None:
 
     def interval(values) -> Interval:
         low, high = np.percentile(values, [tail, 100 - tail])
-        return Interval(float(low), float(high))
+        return Interval(low=float(low), high=float(high))
 
-    return Noise(interval(gain / cost), interval(gain), interval(cost), resamples)
+    return Noise(speedup=interval(gain / cost), tokens_per_step_ratio=interval(gain),
+                 step_cost_ratio=interval(cost), resamples=resamples)
 
 
 def within_noise(noise: Noise | None) -> bool:

@@ -1,181 +1,240 @@
 """One finished run, typed: what a Comparison measured plus what the caller knows (preset, request, engines,
 load times, run id), and the explanation, made in one place (`RunResult.of`). Readers (figures, the
-explanation, the page's cards, the CLI report, the history CSV) read its fields; JSON exists only at the
-edges (`to_json()`: `compare --json`, the page's "result" output, the scripts), with the keys and rounding
-the README's field table documents.
+explanation, the page's cards, the CLI report, the history CSV) read its fields.
 
-Frozen dataclasses, built from typed values in-process: they cost nothing per live redraw. A run JSON read
-back from outside (a file, another tool) goes through `RunResult.from_json`, which validates every field
-(run/result_json.py, pydantic) before anything reads it: the page never decodes or links what it didn't make.
+One pydantic model per shape, and its dump is the run JSON (`model_dump(mode="json")`: `compare --json`, the
+page's "result" and its download, the scripts), with the keys and rounding the README's field table
+documents; `RunResult.model_validate` is its one reader, which checks every field (types, bounds, sizes:
+run/fields.py) before anything reads it, a bad one raising a ValidationError that names the field. The JSON
+leaves out each engine's per-step arrival times and rounds its figures; `model_dump(context=EXACT)` keeps
+both (a recording of the run), and reads back equal.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field, model_serializer
 
 from specplay.core.events import BASELINE, SPECULATIVE, SpecDecodeCounters
-from specplay.core.trace import EngineTrace, _round
-from specplay.engine.base import EngineInfo, engines_json
+from specplay.core.trace import EngineTrace
+from specplay.engine.base import EngineInfo
 from specplay.presets.verifiers import verifier_named, verifier_of
 from specplay.run.comparison import Comparison, divergence_candidates, divergence_context
-from specplay.run.noise import Noise, noise_of
-from specplay.run.steps import StepDetail, acceptance_histogram, step_detail
+from specplay.run.fields import (MAX_K, MAX_TOKENS, Count, Flag, Ids, Rounded2, Rounded3, Rounded4, Seconds,
+                                 Seconds4, Seconds6, Short, SmallCount, Text, exact)
+from specplay.run.noise import Interval, Noise, Pooled, noise_of
+from specplay.run.steps import Step, StepDetail, acceptance_histogram, step_detail
+
+PerPosition = Annotated[tuple[Count, ...], Field(max_length=MAX_K)]
+# a run's optional keys: in its JSON only when known (see RunResult._json)
+OPTIONAL_KEYS = ("divergence_context", "divergence_candidates", "run_id", "request", "load_seconds", "pooled")
 
 
-INTERVAL_KEYS = ("speedup_interval", "tokens_per_step_ratio_interval", "step_cost_ratio_interval")
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
 
-@dataclass(frozen=True)
-class EngineResult:
-    """One engine's side of a run (`baseline` / `speculative` in the JSON), unrounded."""
+class EngineResult(_Model):
+    """One engine's side of a run (`baseline` / `speculative` in the JSON)."""
 
-    text: str
-    token_ids: tuple[int, ...]
-    ttft_s: float | None
-    tokens_per_s: float | None
-    steps: int
-    steps_source: str
-    step_sizes: tuple[int, ...]
-    step_seconds: float | None
-    tokens_per_step: float | None
-    finish_reason: str | None
-    step_times: tuple[float, ...] = ()  # each chunk's arrival (time.monotonic()): the per-step times noise reads
+    text: Text = ""
+    token_ids: Ids = ()
+    ttft_s: Seconds4 | None = None
+    tokens_per_s: Rounded2 | None = None
+    steps: Count = 0
+    steps_source: Short = ""
+    step_sizes: Annotated[tuple[Count, ...], Field(max_length=MAX_TOKENS)] = ()
+    step_seconds: Seconds6 | None = None
+    tokens_per_step: Rounded4 | None = None
+    finish_reason: Short | None = None
+    # each chunk's arrival (time.monotonic()): the per-step times noise, sharing and the step detail read;
+    # in the JSON only under EXACT (a recording), as they say nothing without the run's clock
+    step_times: Annotated[tuple[float, ...], Field(max_length=MAX_TOKENS)] = ()
 
     @classmethod
-    def of(cls, trace: EngineTrace) -> "EngineResult":
-        return cls(trace.text, tuple(trace.token_ids), trace.ttft_s, trace.tokens_per_s, trace.steps,
-                   trace.steps_source, tuple(trace.step_sizes), trace.step_seconds, trace.tokens_per_step,
-                   trace.finish_reason, tuple(trace.step_times))
-
-    @classmethod
-    def from_json(cls, side) -> "EngineResult":
-        """From a validated side of a run JSON (result_json.EngineJSON)."""
-        return cls(side.text, tuple(side.token_ids), side.ttft_s, side.tokens_per_s, side.steps, side.steps_source,
-                   tuple(side.step_sizes), side.step_seconds, side.tokens_per_step, side.finish_reason)
+    def of(cls, trace: EngineTrace, **more) -> "EngineResult":
+        """A trace's side, read off its attributes of the same names (with `more`: the speculative side's)."""
+        return cls(**dict(EngineResult.model_validate(trace, from_attributes=True)), **more)
 
     @property
     def tokens(self) -> int:
         return len(self.token_ids)
 
-    def to_json(self) -> dict:
-        return {
-            "text": self.text, "token_ids": list(self.token_ids), "ttft_s": _round(self.ttft_s),
-            "tokens_per_s": _round(self.tokens_per_s, 2), "steps": self.steps, "steps_source": self.steps_source,
-            "step_sizes": list(self.step_sizes), "step_seconds": _round(self.step_seconds, 6),
-            "tokens_per_step": _round(self.tokens_per_step, 4), "finish_reason": self.finish_reason,
-        }
+    @model_serializer(mode="wrap")
+    def _json(self, handler, info):
+        out = handler(self)
+        if not exact(info):
+            out.pop("step_times", None)
+        return out
 
 
-@dataclass(frozen=True)
-class RequestInfo:
-    max_tokens: int
-    temperature: float
+class SpeculativeResult(EngineResult):
+    """The speculative side: its engine's figures, its spec-decode counters, and its verification steps."""
+
+    accepted_per_position: PerPosition = ()
+    # the steps whose draft reached each position (None: vLLM didn't say): per-position acceptance's divisor
+    drafted_per_position: PerPosition | None = None
+    num_drafts: Count = 0
+    num_draft_tokens: Count = 0
+    num_accepted: Count = 0
+    acceptance_source: Short | None = None
+    speedup_per_acceptance_length: Rounded3 | None = None
+    # per decode step (specplay.run.steps): {start, tokens, accepted, drafted, proposed, target_token, seconds}
+    step_detail: Annotated[tuple[Step, ...], Field(max_length=MAX_TOKENS)] | None = None
+    step_detail_note: Annotated[str, Field(max_length=2000)] | None = None
+    step_detail_rejections_checked: Flag | None = None
+
+    @property
+    def counters(self) -> SpecDecodeCounters:
+        return SpecDecodeCounters(self.num_drafts, self.num_draft_tokens, self.num_accepted,
+                                  self.accepted_per_position, self.drafted_per_position)
+
+    @computed_field
+    def acceptance_rate(self) -> Rounded4 | None:
+        return self.counters.acceptance_rate
+
+    @computed_field
+    def mean_acceptance_length(self) -> Rounded3 | None:
+        return self.counters.mean_acceptance_length
+
+    @computed_field
+    def efficiency(self) -> Rounded3 | None:
+        """The old name of speedup_per_acceptance_length, kept for one release (docs/metrics.md)."""
+        return self.speedup_per_acceptance_length
+
+    @computed_field
+    def acceptance_histogram(self) -> list[int]:
+        """vLLM's: [j] = verification steps that accepted exactly j drafts (specplay.run.steps)."""
+        return acceptance_histogram(self.counters)
+
+    def detail(self) -> StepDetail | None:
+        if self.step_detail is None:
+            return None
+        return StepDetail(steps=self.step_detail, note=self.step_detail_note,
+                          rejections_checked=self.step_detail_rejections_checked is not False)
+
+    def with_detail(self, detail: StepDetail | None) -> "SpeculativeResult":
+        return self.model_copy(update={
+            "step_detail": detail.steps if detail else None, "step_detail_note": detail.note if detail else None,
+            "step_detail_rejections_checked": detail.rejections_checked if detail else None})
 
 
-@dataclass(frozen=True)
-class RunResult:
+class RequestInfo(_Model):
+    max_tokens: Annotated[int, Field(strict=True, ge=1, le=MAX_TOKENS)]
+    temperature: Annotated[float, Field(strict=True, ge=0, le=10, allow_inf_nan=False)]
+
+
+class RunResult(_Model):
     """A finished (or stopped, or failed) run. Ratios are speculative ÷ baseline; None when untimeable."""
 
-    identical: bool
-    first_divergence: int | None
-    speedup: float | None
-    tokens_per_step_ratio: float | None
-    step_cost_ratio: float | None
-    schedule: str | None
-    prompt_tokens: int
-    baseline: EngineResult
-    speculative: EngineResult
-    counters: SpecDecodeCounters
-    acceptance_source: str | None
-    speedup_per_acceptance_length: float | None
-    divergence_context: dict | None = None
-    # at the first divergence, per role: [[token text, logprob], ...], most likely first (where reported)
-    divergence_candidates: dict | None = None
-    error: str | None = None
-    cancelled: bool = False
-    # what the caller knows
-    preset: str | None = None
-    # per role: how vLLM resolved it (EnginePair.engine_info); a JSON object given is read as an EngineInfo
-    engines: dict[str, EngineInfo] = dataclasses.field(default_factory=dict)
-    load_seconds: dict | None = None  # the CLI's: per role, seconds its engine took to start
-    run_id: str | None = None  # the page's: numbered on the pair in the order runs start
-    request: RequestInfo | None = None  # the page's
-    explanation: str | None = None
+    identical: Flag
+    first_divergence: Count | None = None
+    speedup: Rounded3 | None = None
+    tokens_per_step_ratio: Rounded4 | None = None
+    step_cost_ratio: Rounded4 | None = None
     # 95% bootstrap intervals of speedup and both factors from the per-step times (specplay.run.noise)
-    noise: Noise | None = None
-    # the speculative engine's verification steps, reconstructed (specplay.run.steps); needs the preset
-    step_detail: StepDetail | None = None
+    speedup_interval: Interval | None = None
+    tokens_per_step_ratio_interval: Interval | None = None
+    step_cost_ratio_interval: Interval | None = None
+    schedule: Short | None = None
+    prompt_tokens: Count = 0
+    baseline: EngineResult
+    speculative: SpeculativeResult
+    divergence_context: dict[Short, Any] | None = None
+    # at the first divergence, per role: [[token text, logprob], ...], most likely first (where reported)
+    divergence_candidates: dict[Short, Any] | None = None
+    error: Annotated[str, Field(max_length=4000)] | None = None
+    cancelled: Flag = False
+    run_id: Short | None = None  # the page's: numbered on the pair in the order runs start
+    preset: Short | None = None
+    request: RequestInfo | None = None  # the page's
+    load_seconds: dict[Short, Seconds | None] | None = None  # the CLI's: per role, seconds its engine took to start
+    # per role: how vLLM resolved it (EnginePair.engine_info)
+    engines: dict[Short, EngineInfo] = {}
+    explanation: Annotated[str, Field(max_length=8000)] | None = None
     # the speculative config's rejection_sample_method (presets.verifiers; None: no preset given)
-    verifier: str | None = None
+    verifier: Short | None = None
     # the method's kind (presets.methods: vLLM's method, or "pard", "mtp") and k: what the run's readers (the
     # stepper, the what-if) need of its preset, carried so they never look the preset up again
-    kind: str | None = None
-    k: int | None = None
-
-    def __post_init__(self):
-        typed = {role: info if isinstance(info, EngineInfo) else EngineInfo.from_json(info)
-                 for role, info in (self.engines or {}).items()}
-        object.__setattr__(self, "engines", typed)
+    method_kind: Short | None = None
+    num_speculative_tokens: SmallCount | None = None
+    # "Run 3×": this run (the series' last) with all the series' runs pooled (run.noise.pooled_runs)
+    pooled: Pooled | None = None
 
     @classmethod
     def of(cls, comparison: Comparison, preset=None, *, device: str = "cpu", engines: dict | None = None,
            load_seconds: dict | None = None, run_id: str | None = None, request=None,
            step_floor_s: float | None = None) -> "RunResult":
-        """The one way to make a RunResult. `preset`: a Preset (its name, method and k feed the explanation);
-        `request`: a GenerationRequest (the page's result carries its max tokens and temperature);
-        `step_floor_s`: the baseline step's bandwidth floor (weights ÷ memory bandwidth) when known."""
+        """The one way to make a RunResult from a run. `preset`: a Preset (its name, method and k feed the
+        explanation); `request`: a GenerationRequest (the page's result carries its max tokens and
+        temperature); `step_floor_s`: the baseline step's bandwidth floor (weights ÷ memory bandwidth)."""
         from specplay.run.explain import explain
 
         c = comparison
-        index = c.first_divergence
-        finished = c.finished
+        index, finished = c.first_divergence, c.finished
         stopped = finished is not None and bool(finished.error or finished.cancelled)
+        typed = hasattr(preset, "method")
+        counters = c.counters
+        detail = (step_detail(c.prompt_token_ids, c.speculative, preset.speculative_config, preset.facts.kind,
+                              preset.target.max_model_len) if typed else None)
+        speculative = SpeculativeResult.of(
+            c.speculative, accepted_per_position=counters.accepted_per_position,
+            drafted_per_position=counters.drafted_per_position, num_drafts=counters.num_drafts,
+            num_draft_tokens=counters.num_draft_tokens, num_accepted=counters.num_accepted_tokens,
+            acceptance_source=c.counters_source, speedup_per_acceptance_length=c.speedup_per_acceptance_length)
+        noise = noise_of(c.baseline, c.speculative)
         result = cls(
             identical=c.identical, first_divergence=index, speedup=c.speedup,
             tokens_per_step_ratio=c.tokens_per_step_ratio, step_cost_ratio=c.step_cost_ratio,
+            speedup_interval=noise.speedup if noise else None,
+            tokens_per_step_ratio_interval=noise.tokens_per_step_ratio if noise else None,
+            step_cost_ratio_interval=noise.step_cost_ratio if noise else None,
             schedule=None if c.schedule is None else str(c.schedule), prompt_tokens=len(c.prompt_token_ids),
-            baseline=EngineResult.of(c.baseline), speculative=EngineResult.of(c.speculative),
-            counters=c.counters, acceptance_source=c.counters_source, speedup_per_acceptance_length=c.speedup_per_acceptance_length,
+            baseline=EngineResult.of(c.baseline), speculative=speculative.with_detail(detail),
             divergence_context=(divergence_context(c.baseline.token_ids, c.speculative.token_ids, index, c.decode)
                                 if index is not None and c.decode is not None else None),
             divergence_candidates=divergence_candidates(c.baseline, c.speculative, index),
             error=finished.error if stopped else None, cancelled=bool(stopped and finished.cancelled),
             preset=getattr(preset, "name", preset), engines=dict(engines or {}), load_seconds=load_seconds,
             run_id=run_id,
-            request=RequestInfo(request.max_tokens, request.temperature) if request is not None else None,
-            noise=noise_of(c.baseline, c.speculative),
-        )
-        if preset is None or not hasattr(preset, "method"):
+            request=(RequestInfo(max_tokens=request.max_tokens, temperature=request.temperature)
+                     if request is not None else None),
+            verifier=verifier_of(preset.speculative_config).name if typed else None,
+            method_kind=preset.facts.kind if typed else None,
+            num_speculative_tokens=preset.num_speculative_tokens if typed else None)
+        if not typed:
             return result
         sentence = explain(result, preset.facts.kind, preset.num_speculative_tokens, device, step_floor_s)
-        detail = step_detail(c.prompt_token_ids, c.speculative, preset.speculative_config, preset.facts.kind,
-                             preset.target.max_model_len)
-        return dataclasses.replace(result, explanation=sentence, step_detail=detail,
-                                   verifier=verifier_of(preset.speculative_config).name, kind=preset.facts.kind,
-                                   k=preset.num_speculative_tokens)
+        return result.model_copy(update={"explanation": sentence})
 
-    @classmethod
-    def from_json(cls, data) -> "RunResult":
-        """A run from its `to_json()` object, every field checked first (types, bounds, sizes: run/result_json);
-        ValueError naming the first bad field otherwise. Per-step arrival times aren't in the JSON."""
-        from specplay.run import result_json
+    @computed_field
+    def verifier_exact(self) -> bool | None:
+        """Whether T=0 promises identical outputs (docs/cli.md); in the JSON where the verifier is known."""
+        return verifier_named(self.verifier).exact if self.verifier is not None else None
 
-        run = result_json.validate(data)
-        spec = run.speculative
-        return cls(
-            identical=run.identical, first_divergence=run.first_divergence, speedup=run.speedup,
-            tokens_per_step_ratio=run.tokens_per_step_ratio, step_cost_ratio=run.step_cost_ratio,
-            schedule=run.schedule, prompt_tokens=run.prompt_tokens,
-            baseline=EngineResult.from_json(run.baseline), speculative=EngineResult.from_json(spec),
-            counters=result_json.counters(spec), acceptance_source=spec.acceptance_source,
-            speedup_per_acceptance_length=spec.speedup_per_acceptance_length,
-            divergence_context=run.divergence_context, divergence_candidates=run.divergence_candidates,
-            error=run.error, cancelled=run.cancelled, preset=run.preset, engines=run.engines,
-            load_seconds=run.load_seconds, run_id=run.run_id,
-            request=RequestInfo(run.request.max_tokens, run.request.temperature) if run.request else None,
-            explanation=run.explanation, noise=result_json.noise(run), step_detail=result_json.step_detail(spec),
-            verifier=run.verifier, kind=run.method_kind, k=run.num_speculative_tokens)
+    @computed_field
+    def verifier_why_different(self) -> str | None:
+        """The text report's "Why: ..."; None where the verifier is exact."""
+        return verifier_named(self.verifier).why_different if self.verifier is not None else None
+
+    @model_serializer(mode="wrap")
+    def _json(self, handler):
+        """Optional keys appear only when known: divergence_context (outputs differ and a tokenizer decodes),
+        divergence_candidates, error and cancelled (a stopped run), run_id and request (the page's),
+        load_seconds (the CLI's), the verifier's keys and the method's (a preset given), pooled (a series)."""
+        out = handler(self)
+        for key in OPTIONAL_KEYS:
+            if out.get(key) is None:
+                out.pop(key, None)
+        if not self.stopped:
+            out.pop("error", None), out.pop("cancelled", None)
+        if self.verifier is None:
+            for key in ("verifier", "verifier_exact", "verifier_why_different"):
+                out.pop(key, None)
+        if self.method_kind is None:
+            out.pop("method_kind", None), out.pop("num_speculative_tokens", None)
+        return out
 
     @property
     def stopped(self) -> bool:
@@ -194,6 +253,22 @@ class RunResult:
     def async_scheduling(self, role: str) -> bool | None:
         return self.engine(role).async_scheduling
 
+    def with_step_detail(self, detail: StepDetail | None) -> "RunResult":
+        return self.model_copy(update={"speculative": self.speculative.with_detail(detail)})
+
+    # -- the speculative side's, read at the run's level (the figures table: run.metrics SPEC_ONLY) ---------
+    @property
+    def counters(self) -> SpecDecodeCounters:
+        return self.speculative.counters
+
+    @property
+    def acceptance_source(self) -> str | None:
+        return self.speculative.acceptance_source
+
+    @property
+    def speedup_per_acceptance_length(self) -> float | None:
+        return self.speculative.speedup_per_acceptance_length
+
     @property
     def acceptance_rate(self) -> float | None:
         return self.counters.acceptance_rate
@@ -203,75 +278,13 @@ class RunResult:
         return self.counters.mean_acceptance_length
 
     @property
-    def acceptance_histogram(self) -> list[int]:
-        """vLLM's acceptance_histogram of this run: [j] = verification steps that accepted exactly j drafts
-        (the chart beside accepted-per-position; specplay.run.steps)."""
-        return acceptance_histogram(self.counters)
+    def step_detail(self) -> StepDetail | None:
+        """The speculative engine's verification steps, reconstructed (specplay.run.steps); needs the preset."""
+        return self.speculative.detail()
 
     @property
-    def speedup_interval(self):
-        """The speedup's 95% interval (a noise.Interval: low, high, holds(x)); None when untimeable."""
-        return self.noise.speedup if self.noise else None
-
-    @property
-    def tokens_per_step_ratio_interval(self):
-        return self.noise.tokens_per_step_ratio if self.noise else None
-
-    @property
-    def step_cost_ratio_interval(self):
-        return self.noise.step_cost_ratio if self.noise else None
-
-    def to_json(self) -> dict:
-        """The `compare --json` object (the page's "result" adds run_id and request). Optional keys appear only
-        when known: divergence_context (outputs differ and a tokenizer decodes), error and cancelled (a
-        stopped run), load_seconds, run_id and request (where the caller has them)."""
-        c = self.counters
-        spec = self.speculative.to_json()
-        spec.update({
-            "acceptance_rate": _round(c.acceptance_rate, 4),
-            "mean_acceptance_length": _round(c.mean_acceptance_length, 3),
-            "accepted_per_position": list(c.accepted_per_position),
-            # the steps whose draft reached each position (None: vLLM didn't say): per-position acceptance's divisor
-            "drafted_per_position": list(c.drafted_per_position) if c.drafted_per_position is not None else None,
-            "num_drafts": c.num_drafts, "num_draft_tokens": c.num_draft_tokens, "num_accepted": c.num_accepted_tokens,
-            "acceptance_source": self.acceptance_source,
-            "speedup_per_acceptance_length": _round(self.speedup_per_acceptance_length, 3),
-            # the old name, kept for one release (docs/metrics.md); read speedup_per_acceptance_length
-            "efficiency": _round(self.speedup_per_acceptance_length, 3),
-            "acceptance_histogram": self.acceptance_histogram,  # vLLM's: [j] = steps that accepted j drafts
-            # per decode step: {start, tokens, accepted, drafted, proposed, target_token, seconds} (None: unknown)
-            "step_detail": [s.to_json() for s in self.step_detail.steps] if self.step_detail else None,
-            "step_detail_note": self.step_detail.note if self.step_detail else None,
-            "step_detail_rejections_checked": self.step_detail.rejections_checked if self.step_detail else None,
-        })
-        out = {
-            "identical": self.identical, "first_divergence": self.first_divergence,
-            "speedup": _round(self.speedup, 3), "tokens_per_step_ratio": _round(self.tokens_per_step_ratio, 4),
-            "step_cost_ratio": _round(self.step_cost_ratio, 4), "schedule": self.schedule,
-            "prompt_tokens": self.prompt_tokens, BASELINE: self.baseline.to_json(), SPECULATIVE: spec,
-        }
-        for key in INTERVAL_KEYS:  # [low, high] or None: docs/metrics.md, "Noise"
-            interval = getattr(self, key)
-            out[key] = interval.as_list() if interval is not None else None
-        if self.divergence_context is not None:
-            out["divergence_context"] = dict(self.divergence_context)
-        if self.divergence_candidates is not None:
-            out["divergence_candidates"] = self.divergence_candidates
-        if self.stopped:
-            out["error"], out["cancelled"] = self.error, self.cancelled
-        if self.run_id is not None:
-            out["run_id"] = self.run_id
-        out["preset"] = self.preset
-        if self.request is not None:
-            out["request"] = dataclasses.asdict(self.request)
-        if self.load_seconds is not None:
-            out["load_seconds"] = self.load_seconds
-        out["engines"] = engines_json(self.engines)
-        out["explanation"] = self.explanation
-        if self.verifier is not None:  # whether T=0 promises identical outputs, and why not (docs/cli.md)
-            verifier = verifier_named(self.verifier)
-            out["verifier"], out["verifier_exact"] = verifier.name, verifier.exact
-            out["verifier_why_different"] = verifier.why_different  # the text report's "Why: ..."; None if exact
-        if self.kind is not None:
-            out["method_kind"], out["num_speculative_tokens"] = self.kind, self.k
-        return out
+    def noise(self) -> Noise | None:
+        intervals = (self.speedup_interval, self.tokens_per_step_ratio_interval, self.step_cost_ratio_interval)
+        if not all(intervals):
+            return None
+        return Noise(speedup=intervals[0], tokens_per_step_ratio=intervals[1], step_cost_ratio=intervals[2])

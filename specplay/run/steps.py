@@ -26,12 +26,14 @@ seconds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Annotated, Callable, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from specplay.core.events import PER_REQUEST
 from specplay.presets.methods import facts_of_kind
 from specplay.presets.speculation import Speculation
+from specplay.run.fields import MAX_K, Count, Seconds6, SmallCount, TokenId
 
 # Drafts recomputable from the context: vLLM's CPU n-gram proposer, whose port the engine tests check against
 # vLLM's own function (ngram_gpu is another implementation, not checked: its steps show counts only).
@@ -60,32 +62,32 @@ def note_for(kind: str) -> str:
             ).format(what=what)
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(BaseModel):
     """One verification step. `start`: index in the output of its first emitted token; `tokens`: how many it
-    emitted (accepted + 1, fewer where max_tokens or a stop cut it). None: not known exactly."""
+    emitted (accepted + 1, fewer where max_tokens or a stop cut it). None: not known exactly. Its dump is the
+    run JSON's `step_detail` entry."""
 
-    start: int
-    tokens: int
-    accepted: int | None
-    drafted: int | None
-    proposed: tuple[int, ...] | None
-    target_token: int | None  # the target's token where the first draft was rejected (None: no rejection)
-    seconds: float | None  # since the previous step's chunk; None inside a merged chunk
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    start: Count
+    tokens: Count
+    accepted: SmallCount | None = None
+    drafted: SmallCount | None = None
+    proposed: Annotated[tuple[TokenId, ...], Field(max_length=MAX_K)] | None = None
+    target_token: TokenId | None = None  # the target's token where the first draft was rejected (None: no rejection)
+    seconds: Seconds6 | None = None  # since the previous step's chunk; None inside a merged chunk
 
     @property
     def known(self) -> bool:
         return self.proposed is not None
 
-    def to_json(self) -> dict:
-        return {"start": self.start, "tokens": self.tokens, "accepted": self.accepted, "drafted": self.drafted,
-                "proposed": list(self.proposed) if self.proposed is not None else None,
-                "target_token": self.target_token,
-                "seconds": round(self.seconds, 6) if self.seconds is not None else None}
 
+class StepDetail(BaseModel):
+    """What `step_detail` rebuilds (the run keeps its parts as the JSON's step_detail, step_detail_note and
+    step_detail_rejections_checked: result.SpeculativeResult)."""
 
-@dataclass(frozen=True)
-class StepDetail:
+    model_config = ConfigDict(frozen=True)
+
     steps: tuple[Step, ...]
     note: str | None  # why drafts can't be shown for this method (None where they are recomputed)
     # whether a step's rejected draft token is the one vLLM drafted: yes where the drafter is deterministic on
@@ -174,11 +176,11 @@ def reconstructed_steps(output, sizes, times, propose) -> tuple[Step, ...]:
     for start, size, seconds in _chunks(sizes, times):
         tiled = _tile(start, size, output, len(output), propose)
         if tiled is None:
-            steps.append(Step(start, size, None, None, None, None, seconds))
+            steps.append(Step(start=start, tokens=size, seconds=seconds))
             continue
         for at, proposal, accepted, emitted, target in tiled:
-            steps.append(Step(at, emitted, accepted, len(proposal), proposal, target,
-                              seconds if len(tiled) == 1 else None))
+            steps.append(Step(start=at, tokens=emitted, accepted=accepted, drafted=len(proposal), proposed=proposal,
+                              target_token=target, seconds=seconds if len(tiled) == 1 else None))
     return tuple(steps)
 
 
@@ -190,11 +192,12 @@ def counted_steps(output, sizes, times, k: int, exact_chunks: bool) -> tuple[Ste
     for start, size, seconds in _chunks(sizes, times):
         cut = start + size == len(output) and size < k + 1
         if not exact_chunks or size > k + 1 or cut:
-            steps.append(Step(start, size, None, None, None, None, None))
+            steps.append(Step(start=start, tokens=size))
             continue
         accepted = size - 1
         proposed = tuple(output[start:start + k]) if accepted == k else None
-        steps.append(Step(start, size, accepted, k if accepted == k else None, proposed, None, seconds))
+        steps.append(Step(start=start, tokens=size, accepted=accepted, drafted=k if accepted == k else None,
+                          proposed=proposed, seconds=seconds))
     return tuple(steps)
 
 
@@ -205,7 +208,7 @@ def step_detail(prompt_ids: Sequence[int], side, speculative_config: Speculation
     drafter for another method (e.g. a draft model's greedy continuation at T=0), where one is at hand."""
     output, sizes, times = list(side.token_ids), list(side.step_sizes), list(side.step_times)
     if len(sizes) < 2 or len(times) != len(sizes):
-        return StepDetail((), None)
+        return StepDetail(steps=(), note=None)
     k = speculative_config.k
     context = list(prompt_ids) + output
     if kind in LOOKUP_METHODS or propose is not None:
@@ -215,10 +218,10 @@ def step_detail(prompt_ids: Sequence[int], side, speculative_config: Speculation
         def at(i: int) -> list[int]:
             upto = context[:len(prompt_ids) + i]
             return propose(upto) if propose is not None else ngram_proposal(upto, lo, hi, k, max_model_len)
-        return StepDetail(reconstructed_steps(output, sizes, times, at), None)
+        return StepDetail(steps=reconstructed_steps(output, sizes, times, at), note=None)
     # every decode chunk is one step: the request's own counters say so (chunks alone can't tell a merge)
     exact = side.steps_source == PER_REQUEST and max(0, side.steps - 1) == len(sizes) - 1
-    return StepDetail(counted_steps(output, sizes, times, k, exact), note_for(kind))
+    return StepDetail(steps=counted_steps(output, sizes, times, k, exact), note=note_for(kind))
 
 
 def chunk_contexts(prompt_ids: Sequence[int], side) -> list[list[int]]:

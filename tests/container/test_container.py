@@ -150,17 +150,18 @@ def test_serves_on_all_interfaces_on_7860():
 
 
 def test_dockerignore_is_an_allow_list_of_what_the_image_needs():
-    """Everything is left out but the app, its package and requirements: an --auth-file, a .env or a --config
-    with `auth:` left in the checkout never reaches the image (issue 32, 8)."""
+    """Everything is left out but the app, its package and requirements (and the shipped recordings the page
+    offers): an --auth-file, a .env or a --config with `auth:` left in the checkout never reaches the image
+    (issue 32, 8)."""
     patterns = [line.strip() for line in DOCKERIGNORE.read_text().splitlines()
                 if line.strip() and not line.startswith("#")]
     assert patterns[0] == "*"
     allowed = {p[1:].strip("/") for p in patterns if p.startswith("!")}
     assert allowed == {"app.py", "specplay", "requirements.txt", "requirements-cpu.txt", "pyproject.toml",
-                       "README.md"}, allowed
+                       "README.md", "docs/results/recordings"}, allowed
     copied = re.findall(r"^COPY\s+(\S+)", DOCKERFILE.read_text(), re.M)
     assert all(src in allowed | {"."} for src in copied), copied  # what the Dockerfile copies is let in
-    assert {"**/__pycache__", "**/*.pyc"} <= set(patterns[patterns.index("!README.md"):])  # after the allow
+    assert {"**/__pycache__", "**/*.pyc"} <= set(patterns[patterns.index("!docs/results/recordings"):])  # after the allow
 
 
 # -- /health ----------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def _compare(pair, prompt, max_tokens=MAX_TOKENS, schedule="concurrent", **kw):
 
 
 def _json(c: Comparison) -> dict:
-    return RunResult.of(c).to_json()
+    return RunResult.of(c).model_dump(mode="json")
 
 
 def _check_statistics(c: Comparison, k: int):
@@ -79,8 +79,8 @@ def test_acceptance_comes_per_request_and_matches_the_engine_delta(ngram_pair):
     from specplay.core.events import PER_REQUEST
 
     spec = ngram_pair.engines[SPECULATIVE]
-    assert spec.info()["per_request_metrics"] is True
-    assert ngram_pair.engines[BASELINE].info()["per_request_metrics"] is None  # no drafts, nothing to report
+    assert spec.info().per_request_metrics is True
+    assert ngram_pair.engines[BASELINE].info().per_request_metrics is None  # no drafts, nothing to report
     before = spec.counters()
     c = _compare(ngram_pair, PROMPTS["code-edit"], max_tokens=MAX_TOKENS, schedule="sequential")
     delta = spec.counters().minus(before)
@@ -288,3 +288,65 @@ def test_cli_compare_on_an_ad_hoc_pair_from_the_command_line(ngram_pair, capsys)
     bad[bad.index(spec)] = spec.replace("num_speculative_tokens", "num_speculative_token")
     assert main(bad, pair=ngram_pair) == 2
     assert "close matches: num_speculative_tokens" in capsys.readouterr().err
+
+
+def test_cli_compare_record_on_the_real_pair_reads_back_equal(ngram_pair, tmp_path, capsys):
+    """`compare --record FILE` on real engines (issue 42, 1): the recording reads back equal through its one
+    reader, holds the run the command printed plus both engines' per-step times, and names the installed vLLM."""
+    import json
+
+    from specplay.cli.main import main
+    from specplay.run.recording import Recording, read_recording
+
+    path = tmp_path / "run.json"
+    assert main(["compare", "--preset", "smollm2-ngram", "--max-tokens", "24", "--prompt", PROMPTS["rewrite-formal"],
+                 "--schedule", "sequential", "--json", "--record", str(path)], pair=ngram_pair) == 0
+    printed = json.loads(capsys.readouterr().out)
+    back = read_recording(path)
+    assert Recording.model_validate_json(back.dump_json()) == back
+    again = back.run.model_dump(mode="json")
+    assert {key: again[key] for key in printed} == printed  # the run printed, plus the request it was given
+    assert again["request"] == {"max_tokens": 24, "temperature": 0.0}
+    for side in (back.run.baseline, back.run.speculative):
+        assert side.step_times and len(side.step_times) == len(side.step_sizes)
+    assert back.run.step_detail is not None and back.run.step_detail.steps
+    made = back.made
+    assert made.device == "cpu" and made.backend == "in-process" and made.vllm_version not in (None, "unknown")
+    assert made.engine_args["speculative"]["speculative_config"]["method"] == "ngram" and not made.dummy_weights
+    assert back.prompt == PROMPTS["rewrite-formal"]
+    _plays_on_a_page(path, back, tmp_path)
+
+
+def _plays_on_a_page(path, back, tmp_path) -> None:
+    """That recording, in a page's --recordings folder beside a truncated copy (issue 42's "done when"): the
+    truncated one is skipped with one line, the real one plays through the page's API as the session's run,
+    its panes the recorded text, its verdict identical, labelled with this CPU and vLLM, not synthetic."""
+    import html
+    import re
+
+    import pytest
+    from gradio_client import Client
+
+    from specplay.hosting.settings import PageSettings
+    from specplay.page.recordings_view import PLAY_OUTPUTS
+    from tests.public_page_fixtures import fake_page, words_pair
+
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    (folder / "cpu-run.json").write_text(path.read_text())
+    (folder / "cut.json").write_text(path.read_text()[:1000])
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        pages = fake_page(tmp_path, monkeypatch, lambda preset: words_pair(preset, 8, 0.01),
+                          PageSettings(recordings=str(folder)))
+        page = next(pages)
+        try:
+            out = Client(page.url, verbose=False).predict("cpu-run", api_name="/play_recording")
+        finally:
+            pages.close()
+    out = dict(zip(PLAY_OUTPUTS, out))
+    assert not out["error"], out["error"]
+    text = {name: html.unescape(re.sub(r"<[^>]+>", " ", out[name])) for name in ("pane_b", "badge")}
+    words = back.run.baseline.text.split()[:4]
+    assert words and " ".join(words) in " ".join(text["pane_b"].split()), (words, text["pane_b"][:300])
+    assert "Identical" in text["badge"] and f"recorded on {back.made.device_name}" in text["badge"], text["badge"]
+    assert f"vLLM {back.made.vllm_version}" in text["badge"] and "synthetic" not in text["badge"]

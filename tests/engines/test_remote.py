@@ -116,7 +116,7 @@ def test_remote_pair_is_identical_with_the_in_process_pairs_tokens_and_acceptanc
     assert sum(c.speculative.step_sizes) == len(c.speculative.token_ids)
     info = remote_pair.engine_info()
     assert all("--enforce-eager" in " ".join(p.cmdline()) for p in remote_servers.servers.values())  # as set
-    assert info[SPECULATIVE]["per_request_metrics"] is True and info[SPECULATIVE]["num_speculative_tokens"] == 4
+    assert info[SPECULATIVE].per_request_metrics is True and info[SPECULATIVE].num_speculative_tokens == 4
     if REFERENCE:  # run with the in-process test first (the suite's order): the same tokens, the same counts
         assert c.baseline.token_ids == REFERENCE["tokens"]
         assert c.counters == REFERENCE["counters"]

@@ -17,14 +17,14 @@ from specplay.run.result import RunResult
 from specplay.run.steps import ngram_proposal
 
 WORKLOADS = ("rewrite", "qa", "summarize", "code", "chat", "conversations")
-PER_WORKLOAD = 4  # 24 prompts
+PER_WORKLOAD = 2  # 12 prompts (24 took 67 s of the suite; the known-steps share held at either count)
 MAX_TOKENS = 24  # ~15 steps a run (32 gave 484/484 known steps, 24/24 runs fully known: a margin to spare)
 
 
 def test_every_ngram_step_agrees_with_vllm_or_shows_unknown(ngram_pair):
     preset = get_preset("smollm2-ngram")
     prompts = [p for w in WORKLOADS for p in load_workload(w, PER_WORKLOAD)]
-    assert len(prompts) >= 20
+    assert len(prompts) >= 10
     steps = known = runs_all_known = 0
     contexts = []
     for prompt in prompts:
@@ -49,7 +49,7 @@ def test_every_ngram_step_agrees_with_vllm_or_shows_unknown(ngram_pair):
             accepted = sum(s.accepted for s in drafted if s.accepted is not None)
             if all(s.accepted is not None for s in drafted):
                 assert accepted == c.counters.num_accepted_tokens, prompt.id
-                assert result.to_json()["speculative"]["acceptance_histogram"] == [
+                assert result.model_dump(mode="json")["speculative"]["acceptance_histogram"] == [
                     sum(1 for s in drafted if s.accepted == j) for j in range(5)]
             else:  # the last step, cut by max_tokens, may have accepted drafts past the end
                 assert accepted + detail.steps[-1].tokens <= c.counters.num_accepted_tokens, prompt.id

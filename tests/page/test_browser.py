@@ -232,17 +232,23 @@ def _explanation(page) -> tuple[str, list]:
             page.find_elements(By.CSS_SELECTOR, "#explain .factor"))
 
 
-def test_explanation_after_a_winning_run(page):
+def test_explanation_after_a_rewrite_run_follows_its_measured_factors(page):
     from specplay.page.inputs import EXAMPLES
 
-    # n-gram on the rewrite example: the answer copies the prompt (1.7-1.9x measured on this CPU)
+    # n-gram on the rewrite example: the answer copies the prompt, so many drafts are accepted. Whether that wins
+    # depends on the machine (1.7-1.9x on a quiet 2-core box; 0.73x on CI's, 2026-12-06: 3.50x the tokens per
+    # step, 4.79x the step time), so the test holds the sentence to the factors measured, not to a verdict.
     set_prompt(page, EXAMPLES["rewrite"])
     assert "Identical" in run_and_wait(page)
     sentence, factors = _explanation(page)
-    assert sentence.startswith("Speculation pays"), sentence
     labels = [f.find_element(By.CSS_SELECTOR, ".f-label").text.lower() for f in factors]
     assert labels == ["tokens per step", "step time", "speedup"]
-    assert "good" in factors[2].get_attribute("class")  # the speedup card: above 1x
+    assert "good" in factors[0].get_attribute("class")  # the copied answer's drafts are accepted
+    won = "good" in factors[2].get_attribute("class")  # the speedup card: good at 1x or above, else bad
+    if sentence.startswith("Within noise"):  # an interval that holds 1x, on either side of it
+        assert "holds 1×" in sentence, sentence
+    else:
+        assert sentence.startswith("Speculation pays" if won else "Steps are too expensive"), sentence
     assert "speculative: async scheduling off" in page.find_element(By.CSS_SELECTOR, "#explain .async").text
     assert "Where smollm2-ngram pays on a CPU" in page.find_element(By.CSS_SELECTOR, "#explain").text
     screenshot(page, "explain_winning.png")

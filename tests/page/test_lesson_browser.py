@@ -1,8 +1,9 @@
 """The default CPU lesson from its first step to its last in a real headless chromium against the shared app
 server (real CPU engines): each step's question shows, Run this step runs it (switching preset where the
 step needs another), its answer opens only once the run has finished; the stepper shows a step with a
-rejected draft on the Compare tab. Screenshots (light and dark) go to tests/artifacts/. (Esc stopping a run:
-tests/unit/test_esc_browser.py, on a FakePair.)
+rejected draft on the Compare tab; the last step sets its figures beside the shipped H100 recording's.
+Screenshots (light and dark) go to tests/artifacts/. (Esc stopping a run: tests/unit/test_esc_browser.py,
+on a FakePair.)
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 
 from specplay.lesson.load import default_lesson_path, load_lesson
 from tests.page.test_browser import browser  # noqa: F401 (a fixture)
-from tests.ui_fixtures import ARTIFACTS
+from tests.ui_fixtures import ARTIFACTS, engine_core_pids
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -83,13 +84,22 @@ def _run_step(driver, index: int) -> str:
     raise AssertionError(f"step {index + 1}: no answer within {STEP_TIMEOUT_S} s: {_text(driver, '#lesson-progress')!r}")
 
 
-@pytest.mark.order(3)  # after test_app_e2e's switch to smollm2-layerskip-draft: the lesson ends there too
-def test_the_default_lesson_runs_start_to_finish_and_the_stepper_shows_a_rejected_draft(lesson_page):
+# After the tests on smollm2-ngram (order 0) and the engine kill (order 1, test_app_lifecycle): the lesson starts
+# on the app's preset and its two switches (to the self-draft, then the layer-skip draft) are the suite's only
+# ones before the layer-skip tests (order 2), which run on the preset it leaves.
+@pytest.mark.order(1)
+def test_the_default_lesson_runs_start_to_finish_and_the_stepper_shows_a_rejected_draft(lesson_page, app):
     driver = lesson_page
     _tab(driver, "Lesson")
     WebDriverWait(driver, 10).until(lambda d: d.find_element(By.CSS_SELECTOR, "#lesson-step").is_displayed())
     for index, step in enumerate(LESSON.steps):
+        switching = index and step.preset != LESSON.steps[index - 1].preset
+        cores_before = engine_core_pids(app.proc)
         result = _run_step(driver, index)
+        if switching:  # the same target: the baseline engine stayed, only the speculative one is new
+            cores_after = engine_core_pids(app.proc)
+            assert len(cores_after) == 2 and len(set(cores_after) & set(cores_before)) == 1, \
+                (index, cores_before, cores_after)
         if step.temperature == 0:
             assert "Identical" in result, (index, result)
         if index == 0:
@@ -102,6 +112,8 @@ def test_the_default_lesson_runs_start_to_finish_and_the_stepper_shows_a_rejecte
         if step.preset == "smollm2-self-draft":
             _check_self_draft_stepper(driver)
             _tab(driver, "Lesson")
+        if step.beside:  # after its live run (no engine start: the last step's preset), a recording beside it
+            _check_beside(driver, step)
         if index < len(LESSON.steps) - 1:
             driver.find_element(By.CSS_SELECTOR, "#lesson-next").click()
             WebDriverWait(driver, 30).until(
@@ -129,6 +141,20 @@ def _check_stepper(driver) -> None:
     driver.find_element(By.CSS_SELECTOR, arrow).click()
     WebDriverWait(driver, 60).until(  # the arrows move it
         lambda d: f"Step {expected} of {total}" in _text(d, "#stepper-view"))
+
+
+def _check_beside(driver, step) -> None:
+    """The CPU lesson's last step: its live figures beside the H100 recording's, labelled as recorded."""
+    from specplay.run.recording import read_recording
+    from specplay.core.paths import RECORDINGS_DIR
+
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#lesson-beside"))
+    beside = _text(driver, "#lesson-beside")
+    made = read_recording(RECORDINGS_DIR / step.beside).made
+    assert f"this run, live: {step.preset}" in beside and f"recorded: {made.preset} on {made.device_name}" in beside
+    assert f"{read_recording(RECORDINGS_DIR / step.beside).run.speedup:.2f}×" in beside
+    assert "most of the difference is in the" in beside and "acceptance is synthetic" in beside, beside
+    _element_shot(driver, "", "lesson_beside.png", LESSON_TAB)
 
 
 def _check_self_draft_stepper(driver) -> None:

@@ -106,5 +106,5 @@ def test_run_and_batch_prefer_per_request_counters(exact):
         pair.shutdown()
     c = comparison_of([RunFinished("run-0", 1.0, exact or noisy, counters_source=finished.counters_source)])
     result = RunResult.of(c)
-    assert result.to_json()[SPECULATIVE]["acceptance_source"] == finished.counters_source
-    assert "acceptance: " in views.explain_html(dataclasses.replace(result, speedup=1.0))
+    assert result.model_dump(mode="json")[SPECULATIVE]["acceptance_source"] == finished.counters_source
+    assert "acceptance: " in views.explain_html(result.model_copy(update={"speedup": 1.0}))

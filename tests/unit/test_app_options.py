@@ -79,26 +79,26 @@ def test_app_options_from_config_and_flags(tmp_path, monkeypatch):
     config.write_text("presets: [smollm2-ngram, smollm2-self-draft]\nport: 9000\nauth: a:b\n")
     monkeypatch.delenv("PLAYGROUND_AUTH", raising=False)
     options = opts.resolve_options(opts.parse_args(["--config", str(config), "--port", "9001"]))
-    assert options["presets"] == ["smollm2-ngram", "smollm2-self-draft"]
-    assert options["port"] == 9001 and options["auth"] == ("a", "b")
+    assert options.presets == ["smollm2-ngram", "smollm2-self-draft"]
+    assert options.port == 9001 and options.auth == ("a", "b")
     monkeypatch.setenv("PLAYGROUND_AUTH", "u:p")
-    assert opts.resolve_options(opts.parse_args([]))["auth"] == ("u", "p")
+    assert opts.resolve_options(opts.parse_args([])).auth == ("u", "p")
     with pytest.raises(SystemExit):
         opts.resolve_options(opts.parse_args(["--auth", "nopassword"]))
-    presets, initial, _ = opts.offered_presets({**opts.DEFAULTS, "presets": ["smollm2-ngram", "smollm2-self-draft"]})
+    presets, initial, _ = opts.offered_presets(opts.AppSettings(presets="smollm2-ngram,smollm2-self-draft"))
     assert initial == "smollm2-ngram" and set(presets) == {"smollm2-ngram", "smollm2-self-draft"}
     with pytest.raises(SystemExit, match="unknown preset"):
-        opts.offered_presets({**opts.DEFAULTS, "presets": ["../../etc/passwd"]})
+        opts.offered_presets(opts.AppSettings(presets=["../../etc/passwd"]))
 
 
 def test_operator_settings_keep_switching_to_a_page_served_to_this_machine(capsys):
-    from specplay.hosting.options import DEFAULTS, settings_from_options
+    from specplay.hosting.options import AppSettings, settings_from_options
 
-    assert settings_from_options(dict(DEFAULTS)).allow_switching is True  # 127.0.0.1
-    public = settings_from_options({**DEFAULTS, "host": "0.0.0.0", "max_run_seconds": 60, "queue_size": 4})
+    assert settings_from_options(AppSettings()).allow_switching is True  # 127.0.0.1
+    public = settings_from_options(AppSettings(host="0.0.0.0", max_run_seconds=60, queue_size=4))
     assert (public.allow_switching, public.max_run_seconds, public.queue_size) == (False, 60.0, 4)
-    assert settings_from_options({**DEFAULTS, "host": "0.0.0.0", "allow_switching": True}).allow_switching
-    settings_from_options({**DEFAULTS, "share": True})
+    assert settings_from_options(AppSettings(host="0.0.0.0", allow_switching=True)).allow_switching
+    settings_from_options(AppSettings(share=True))
     assert "--share without --auth" in capsys.readouterr().err
 
 
@@ -112,10 +112,10 @@ def test_app_py_only_wires_the_entry_point():
 
 
 @pytest.mark.parametrize("entry", [["app.py"], ["-c", "from specplay.page.entry import main; main()"]])
-def test_a_refused_option_ends_the_entry_point_with_its_message_and_status_1(entry):
+def test_a_refused_option_ends_the_entry_point_with_its_message_and_status_2(entry):
     out = subprocess.run([sys.executable, *entry, "--auth", "nopassword"], cwd=ROOT, capture_output=True,
                          text=True, timeout=30)
-    assert out.returncode == 1 and "USER:PASS" in out.stderr
+    assert out.returncode == 2 and "USER:PASS" in out.stderr
 
 
 def test_gradios_server_name_and_port_are_honoured_and_flags_win(monkeypatch):
@@ -124,8 +124,8 @@ def test_gradios_server_name_and_port_are_honoured_and_flags_win(monkeypatch):
     monkeypatch.setenv("GRADIO_SERVER_NAME", "0.0.0.0")
     monkeypatch.setenv("GRADIO_SERVER_PORT", "7999")
     options = resolve_options(parse_args([]))
-    assert (options["host"], options["port"]) == ("0.0.0.0", 7999)
-    assert resolve_options(parse_args(["--port", "7001"]))["port"] == 7001
+    assert (options.host, options.port) == ("0.0.0.0", 7999)
+    assert resolve_options(parse_args(["--port", "7001"])).port == 7001
     monkeypatch.setenv("GRADIO_SERVER_PORT", "web")
-    with pytest.raises(SystemExit, match="GRADIO_SERVER_PORT must be a port number"):
+    with pytest.raises(SystemExit, match="--port \\(or GRADIO_SERVER_PORT\\): Input should be a valid integer"):
         resolve_options(parse_args([]))

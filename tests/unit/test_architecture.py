@@ -17,7 +17,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "specplay"
 LAYERS = (
     ("specplay.page", "specplay.cli"),
     ("specplay.bench", "specplay.hosting"),
-    ("specplay.run", "specplay.plan", "specplay.lesson"),
+    ("specplay.lesson",),  # above run: a lesson's steps name recordings, read by run's one reader
+    ("specplay.run", "specplay.plan"),
     ("specplay.presets",),
     ("specplay.engine",),
     ("specplay.core",),

@@ -89,7 +89,7 @@ def test_spec_bench_and_sharegpt_files_load(tmp_path):
     ("s.json", '[{"conversations": [{"from": "human"}, {"from": "gpt", "value": "x"}]}]', None,
      r's.json: item 0: the first turn needs a non-empty "value"'),
     ("s.json", "[]", "alpaca", r"dataset format 'alpaca': expected one of spec_bench, sharegpt"),
-    ("d.csv", "a,b", None, r"d.csv: unknown dataset; expected spec-bench-mini or a \.jsonl"),
+    ("d.csv", "a,b", None, r"d.csv: unknown dataset; expected spec-bench-mini, speed-bench-mini, a \.jsonl"),
 ])
 def test_a_malformed_dataset_or_unknown_format_is_one_clear_line(tmp_path, name, text, fmt, message):
     path = tmp_path / name

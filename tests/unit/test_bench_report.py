@@ -51,7 +51,7 @@ def test_a_report_saved_loads_back_typed_and_the_same(tmp_path):
     assert loaded.environment.engines == report.environment.engines  # each engine's info, as JSON
     assert loaded.environment.engines["k=4"][BASELINE] == {}  # (an engine info with nothing known)
     assert loaded.environment.engines["k=4"][SPECULATIVE]["num_speculative_tokens"] == 4
-    with pytest.raises(ValueError, match="not a bench result"):
+    with pytest.raises(ValueError, match="missing.json: no such file"):
         BenchReport.load(tmp_path / "missing.json")
 
 

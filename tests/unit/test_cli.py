@@ -14,7 +14,7 @@ from tests.ui_fixtures import FakePair, run_with_acceptance, synthetic_events
 
 def test_subcommands_register_from_their_modules():
     names = [cmd.name for cmd in cli.subcommands()]
-    assert names == ["presets", "serve-cmd", "prepare", "compare", "plan", "bench", "launch"]
+    assert names == ["presets", "serve-cmd", "import", "prepare", "compare", "plan", "bench", "launch", "diff"]
     parser = cli._parser()
     for name in names:
         sub = parser._subparsers._group_actions[0].choices[name]

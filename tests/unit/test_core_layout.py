@@ -67,10 +67,10 @@ def test_the_app_takes_the_layout_from_its_flag_over_the_environment(monkeypatch
     from specplay.hosting.options import parse_args, resolve_options
 
     monkeypatch.setenv(CORE_LAYOUT_ENV, "off")
-    assert resolve_options(parse_args([]))["core_layout"] == "off"
-    assert resolve_options(parse_args(["--core-layout", "per-engine"]))["core_layout"] == "per-engine"
+    assert resolve_options(parse_args([])).core_layout == "off"
+    assert resolve_options(parse_args(["--core-layout", "per-engine"])).core_layout == "per-engine"
     monkeypatch.delenv(CORE_LAYOUT_ENV)
-    assert resolve_options(parse_args([]))["core_layout"] == "fair"
+    assert resolve_options(parse_args([])).core_layout == "fair"
     monkeypatch.setenv(CORE_LAYOUT_ENV, "fast")
     with pytest.raises(SystemExit, match="per-engine"):
         resolve_options(parse_args([]))

@@ -48,7 +48,7 @@ def test_divergence_candidates_reach_the_json_and_the_badge():
     comparison = comparison_of(events)
     assert comparison.first_divergence == 2 and len(comparison.baseline.top_logprobs) == 4
     result = RunResult.of(comparison)
-    cands = result.to_json()["divergence_candidates"]
+    cands = result.model_dump(mode="json")["divergence_candidates"]
     assert cands == {BASELINE: [[" cat", -0.7], [" dog", -0.72]], SPECULATIVE: [[" dog", -0.69], [" cat", -0.71]]}
     badge = views.badge_html(comparison, {BASELINE: ["a", "b", "c", "d"], SPECULATIVE: ["a", "b", "z", "d"]})
     assert '<table>' in badge and "baseline token" in badge and "-0.720" in badge
@@ -67,10 +67,10 @@ def test_divergence_candidates_reach_the_json_and_the_badge():
 def test_no_logprobs_no_candidates():
     comparison = comparison_of(synthetic_events([1, 2, 3], [[1], [2, 9]]))
     assert comparison.first_divergence == 2
-    assert "divergence_candidates" not in RunResult.of(comparison).to_json()
+    assert "divergence_candidates" not in RunResult.of(comparison).model_dump(mode="json")
     assert "<table>" not in views.badge_html(comparison)
     identical = comparison_of(_with_logprobs(synthetic_events([1, 2, 3], [[1], [2, 3]]), {}))
-    assert "divergence_candidates" not in RunResult.of(identical).to_json()
+    assert "divergence_candidates" not in RunResult.of(identical).model_dump(mode="json")
 
 
 def test_the_cli_report_lists_the_candidates():

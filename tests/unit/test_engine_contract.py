@@ -63,7 +63,7 @@ def test_a_third_backend_runs_a_comparison_through_the_pair_and_the_run_layer(ec
             == (3, 6, 6)
         assert result.acceptance_source == "per-request"
         assert isinstance(result.engines[SPECULATIVE], EngineInfo)
-        out = json.loads(json.dumps(result.to_json()))
+        out = json.loads(json.dumps(result.model_dump(mode="json")))
         assert out["engines"][SPECULATIVE] == {**dict.fromkeys(IN_PROCESS_KEYS), "backend": "echo", "model": "echo",
                                                "method": "echo", "num_speculative_tokens": 2,
                                                "per_request_metrics": True}
@@ -92,15 +92,15 @@ def test_an_unregistered_backend_is_refused_by_name():
 
 
 def test_engine_info_keeps_each_backends_json_keys():
-    assert EngineInfo().to_json() == {} and not EngineInfo()  # an engine not started: as before, {}
+    assert EngineInfo().model_dump(mode="json") == {} and not EngineInfo().started  # not started: as before, {}
     in_process = EngineInfo(async_scheduling=False, model_runner="v1", dtype="bfloat16", method="ngram",
                             num_speculative_tokens=3, per_request_metrics=True)
-    assert set(in_process.to_json()) == IN_PROCESS_KEYS
+    assert set(in_process.model_dump(mode="json")) == IN_PROCESS_KEYS
     remote = EngineInfo(backend="remote", model="target", num_speculative_tokens=3, per_request_metrics=True)
-    assert set(remote.to_json()) == IN_PROCESS_KEYS | {"backend", "model"}
-    assert remote["backend"] == "remote" and remote.get("dtype") is None  # read by key, as the JSON it was
-    assert EngineInfo.from_json(json.loads(json.dumps(in_process.to_json()))) == in_process
-    assert EngineInfo.from_json(remote.to_json()) == remote
+    assert set(remote.model_dump(mode="json")) == IN_PROCESS_KEYS | {"backend", "model"}
+    assert remote.backend == "remote" and remote.dtype is None  # read by attribute: no dict face
+    assert EngineInfo.model_validate(json.loads(json.dumps(in_process.model_dump(mode="json")))) == in_process
+    assert EngineInfo.model_validate(remote.model_dump(mode="json")) == remote
 
 
 def test_a_run_result_reads_engine_info_typed_from_json_too():

@@ -45,7 +45,7 @@ def test_info_reports_the_runner_captured_at_start(monkeypatch):
     asyncio.run(engine.start())
     assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "1"  # restored after the start
     assert _FakeLLM.vllm_config.use_v2_model_runner is True  # what the config says now
-    assert engine.model_runner == "v1" and engine.info()["model_runner"] == "v1"  # what it said at start
+    assert engine.model_runner == "v1" and engine.info().model_runner == "v1"  # what it said at start
 
 
 def test_model_runner_is_none_where_vllm_does_not_say():

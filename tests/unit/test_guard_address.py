@@ -82,20 +82,20 @@ def test_behind_a_trusted_proxy_the_rightmost_untrusted_hop_is_the_address(page_
 
 
 def test_the_trusted_proxies_option_env_and_defaults():
-    from specplay.hosting.options import DEFAULTS, parse_args, resolve_options, settings_from_options
+    from specplay.hosting.options import AppSettings, parse_args, resolve_options, settings_from_options
 
     assert settings_from_options(resolve_options(parse_args([]))).trusted_proxies == ()
     args = parse_args(["--trusted-proxies", "127.0.0.1, 10.0.0.0/8"])
     assert settings_from_options(resolve_options(args)).trusted_proxies == ("127.0.0.1/32", "10.0.0.0/8")
     with pytest.MonkeyPatch.context() as env:
         env.setenv("PLAYGROUND_TRUSTED_PROXIES", "::1")
-        assert resolve_options(parse_args([]))["trusted_proxies"] == ("::1/128",)
+        assert resolve_options(parse_args([])).trusted_proxies == ("::1/128",)
         # the command line wins over the environment
-        assert resolve_options(args)["trusted_proxies"] == ("127.0.0.1/32", "10.0.0.0/8")
+        assert resolve_options(args).trusted_proxies == ("127.0.0.1/32", "10.0.0.0/8")
     for bad in ("*", "proxy.example.com"):
         with pytest.raises(SystemExit, match="trusted-proxies"):
             resolve_options(parse_args(["--trusted-proxies", bad]))
-    assert DEFAULTS["trusted_proxies"] is None
+    assert AppSettings.model_fields["trusted_proxies"].default == ()
 
 
 def test_a_direct_local_client_is_exempt_only_on_a_page_served_to_this_machine():
@@ -137,10 +137,10 @@ def test_on_a_space_the_platforms_proxy_is_trusted_so_one_visitor_cannot_block_t
     with pytest.MonkeyPatch.context() as env:
         env.setenv("SPACE_ID", "someone/speculative-playground")
         env.delenv("PLAYGROUND_TRUSTED_PROXIES", raising=False)
-        space = resolve_options(parse_args([]))["trusted_proxies"]
+        space = resolve_options(parse_args([])).trusted_proxies
         assert "10.0.0.0/8" in space and "fc00::/7" in space and len(space) == len(SPACE_PROXIES.split(","))
         env.setenv("PLAYGROUND_TRUSTED_PROXIES", "10.1.0.0/16")  # the operator's own setting wins
-        assert resolve_options(parse_args([]))["trusted_proxies"] == ("10.1.0.0/16",)
+        assert resolve_options(parse_args([])).trusted_proxies == ("10.1.0.0/16",)
     page = page_with(trusted_proxies=(*space, "127.0.0.1"))
     tabs = [join(page, f"tab-{i}", "203.0.113.50, 10.20.30.40").status_code for i in range(3)]
     others = [join(page, f"visitor-{i}", f"198.51.100.{i + 1}, 10.20.30.40").status_code for i in range(10)]

@@ -51,7 +51,7 @@ def test_stop_and_status_bypass_the_queue():
     try:
         demo = ui.build_page(manager)
         by_name = {fn.api_name: fn for fn in demo.fns.values() if fn.api_name}
-        assert by_name["stop"].fn.__qualname__.startswith("wire_compare")  # the comparison's Stop owns "stop"
+        assert by_name["stop"].fn.__qualname__.startswith("_wire_stop")  # the comparison's Stop owns "stop"
         assert by_name["stop"].queue is False and by_name["status"].queue is False  # a full queue can't block them
         assert by_name["run"].queue is not False and by_name["switch_preset"].queue is not False
         polls = [fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "poll"]
@@ -87,8 +87,7 @@ def test_gradio_keeps_one_copy_of_a_sessions_files_not_one_a_run(tmp_path):
     from gradio.processing_utils import save_file_to_cache
 
     from specplay.hosting.cancel import CancelRegistry
-    from specplay.page.compare_run import RunPlace, run_comparison
-    from specplay.page.live_run import exports
+    from specplay.page.compare_run import RunPlace, run_comparison, served as serve
     from specplay.hosting.settings import PageSettings
 
     history_dir, served = tmp_path / "history", tmp_path / "gradio"
@@ -98,9 +97,10 @@ def test_gradio_keeps_one_copy_of_a_sessions_files_not_one_a_run(tmp_path):
         place = RunPlace(manager, CancelRegistry(), str(history_dir), PageSettings(), str(served))
         history = []
         for prompt in ("one", "two", "three"):
-            last = list(run_comparison(place, prompt, 3, 0.0, "sequential", history, "SESSION"))[-1]
+            frames = run_comparison(place, prompt, 3, 0.0, "sequential", history, "SESSION")
+            last = list(serve(frames, place, "SESSION"))[-1]  # as the page serves them: names and exports
             history = last["history"]
-            for path in (last["history_file"], exports(last)["result_file"]):  # what Gradio does with them
+            for path in (last["history_file"], last["result_file"]):  # what Gradio does with them
                 save_file_to_cache(path, str(served))
         copies = sorted(p.name for p in served.rglob("*") if p.is_file())
         assert len(copies) == 2 and copies[0].startswith("history-") and copies[1].startswith("run-"), copies

@@ -44,7 +44,7 @@ def test_live_run_renders_xss_output_as_text():
     for e in synthetic_events([1, 2, 3], [[1], [2, 3]]):
         live.add(e)
     final = live.final()
-    # every output of the run route, by name (the exports come with the CSV, added by the page: live_run.exports;
+    # every output of the run route, by name (the exports come with the run, added by the page: finished_run.exports;
     # the page empties the link box)
     assert set(final) == set(API_OUTPUTS) - {"result_file", "summary_md", "share_link"}
     for name in ("pane_b", "pane_s", "badge", "explain"):

@@ -128,5 +128,5 @@ def test_the_app_refuses_a_bad_lesson_at_start_with_its_name_and_line(tmp_path):
     path.write_text(GOOD.replace("preset: smollm2-self-draft", "preset: nope"))
     done = subprocess.run([sys.executable, str(ROOT / "app.py"), "--lesson", str(path), "--port", "1"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert "app.py: --lesson: trainer.yaml, line 10: field 'steps[2].preset'" in done.stderr, done.stderr

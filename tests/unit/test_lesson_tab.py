@@ -43,12 +43,12 @@ def manager():
     manager.shutdown()
 
 
-def _run(manager, index, allow_switching=True):
+def _run(manager, index, allow_switching=True, history_dir=None):
     from specplay.page.lesson_tab import run_step
     from specplay.page.ui import switch_refusal
 
     settings = PageSettings(allow_switching=allow_switching)
-    place = RunPlace(manager, CancelRegistry(), tempfile.mkdtemp(prefix="lesson-test-"), settings)
+    place = RunPlace(manager, CancelRegistry(), history_dir or tempfile.mkdtemp(prefix="lesson-test-"), settings)
     frames = list(run_step(place, LESSON, lambda name: switch_refusal(manager, settings, name), index,
                            "sequential", [], [], "session-1"))
     return frames, {k: v for f in frames for k, v in f.items()}
@@ -66,6 +66,29 @@ def test_a_step_runs_its_prompt_and_opens_its_answer_after_the_run(manager):
     last_run_frame = max(i for i, f in enumerate(frames) if "badge" in f)
     assert first_answer > last_run_frame  # opened after the run's last frame, never while it streamed
     assert step.answer.split()[0] in last["lesson:answer"]
+
+
+def test_a_steps_exports_are_served_under_names_without_the_session_stem(manager, tmp_path):
+    """The lesson's run is served as the Compare tab's (compare_run.served): its history CSV and run JSON are
+    named by this process's secret, not by the session's stem (its prefix-cache salt: anyone
+    who learnt it could fetch the session's files; the lesson's were left under it), and its JSON is the
+    session's finished run, read back by the run's one reader."""
+    import json
+    from pathlib import Path
+
+    from specplay.hosting.files import session_token
+    from specplay.hosting.session import session_stem
+    from specplay.run.result import RunResult
+
+    _, last = _run(manager, 0, history_dir=str(tmp_path))
+    stem, token = session_stem("session-1"), session_token("session-1")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted([f"history-{token}.csv", f"run-{token}.json"]), names
+    assert all(stem not in name for name in names)
+    assert Path(last["history_file"]).name == f"history-{token}.csv"
+    assert Path(last["result_file"]).name == f"run-{token}.json"
+    back = RunResult.model_validate(json.loads(Path(last["result_file"]).read_text()))
+    assert back.model_dump(mode="json") == last["result"] and back.preset == LESSON.steps[0].preset
 
 
 def test_a_step_on_another_preset_switches_first_then_runs(manager):

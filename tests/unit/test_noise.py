@@ -98,11 +98,12 @@ def test_intervals_are_in_the_json_and_the_cli_report_and_repeat_exactly():
     from specplay.cli.report import print_report
 
     result = even_run()
-    out = result.to_json()
-    assert out["speedup_interval"] == result.speedup_interval.as_list()
+    out = result.model_dump(mode="json")
+    assert out["speedup_interval"] == result.speedup_interval.model_dump(mode="json")
     assert out["speedup_interval"][0] <= out["speedup"] <= out["speedup_interval"][1]
     assert out["tokens_per_step_ratio_interval"] and out["step_cost_ratio_interval"]
-    assert even_run().to_json()["speedup_interval"] == out["speedup_interval"]  # fixed seed: the same interval
+    # fixed seed: the same interval
+    assert even_run().model_dump(mode="json")["speedup_interval"] == out["speedup_interval"]
     text = io.StringIO()
     print_report(result, text)
     assert f"speedup, 95% interval" in text.getvalue() and str(result.speedup_interval) in text.getvalue()
@@ -110,7 +111,7 @@ def test_intervals_are_in_the_json_and_the_cli_report_and_repeat_exactly():
 
 def test_too_few_steps_have_no_interval():
     result = run([1, 2, 2, 2], spec_step_s=0.05)
-    assert result.noise is None and result.to_json()["speedup_interval"] is None
+    assert result.noise is None and result.model_dump(mode="json")["speedup_interval"] is None
     assert "noise" not in explain(result, "ngram", 4, "cpu")
 
 
@@ -132,7 +133,9 @@ def test_three_runs_pooled_narrow_the_interval():
     assert pooled.runs == 3 and min(r.speedup for r in runs) <= pooled.speedup <= max(r.speedup for r in runs)
     assert pooled.speedup == pytest.approx(pooled.tokens_per_step_ratio / pooled.step_cost_ratio)
     width = lambda i: i.high - i.low  # noqa: E731
-    assert width(pooled.noise.speedup) < min(width(r.speedup_interval) for r in runs)
-    assert pooled.spread.low == min(r.speedup for r in runs) and pooled.spread.high == max(r.speedup for r in runs)
+    assert width(pooled.speedup_interval) < min(width(r.speedup_interval) for r in runs)
+    spread = pooled.single_run_spread
+    assert spread.low == min(r.speedup for r in runs) and spread.high == max(r.speedup for r in runs)
+    assert pooled.single_run_intervals == tuple(r.speedup_interval for r in runs)
     one = pooled_runs(runs[:1])
-    assert one.speedup == pytest.approx(runs[0].speedup) and one.noise == runs[0].noise
+    assert one.speedup == pytest.approx(runs[0].speedup) and one.speedup_interval == runs[0].speedup_interval

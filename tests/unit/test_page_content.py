@@ -61,15 +61,28 @@ def test_the_runs_json_file_and_markdown_table(tmp_path):
     import pandas as pd
 
     from specplay.bench.outputs import markdown_table
-    from specplay.page.live_run import exports
+    from specplay.core.events import GenerationRequest
+    from specplay.hosting.files import session_token
+    from specplay.hosting.session import session_stem
+    from specplay.page.finished_run import FinishedRun, exports
+    from specplay.page.live_run import LiveRun
+    from specplay.presets.catalog import get_preset
+    from specplay.run.result import RunResult
+    from tests.ui_fixtures import synthetic_events
 
-    csv_path = tmp_path / "history-abc123.csv"
+    live = LiveRun(get_preset("smollm2-ngram"), GenerationRequest(prompt="p", max_tokens=3), {})
+    for event in synthetic_events([1, 2, 3], [[1], [2, 3]]):
+        live.add(event)
+    run = FinishedRun.of(live, "session-abc")
     summary = pd.DataFrame([["speedup", "", "2.00×"]], columns=["figure", "baseline", "speculative"])
-    out = exports({"history_file": str(csv_path), "result": {"run_id": "run-7", "identical": True}, "summary": summary})
-    assert out["result_file"].endswith("run-abc123.json")  # one a session, named like its CSV
-    assert json.loads(open(out["result_file"]).read())["identical"] is True
+    out = exports({"run": run, "summary": summary}, tmp_path)
+    # one a session, named from the session the run holds (by this process's secret: not its stem)
+    assert out["result_file"] == str(tmp_path / f"run-{session_token('session-abc')}.json")
+    assert session_stem("session-abc") not in out["result_file"] and "session-abc" not in out["result_file"]
+    back = RunResult.model_validate(json.loads(open(out["result_file"]).read()))  # the run's one reader
+    assert back.model_dump(mode="json") == run.result.model_dump(mode="json") and back.identical is True
     assert out["summary_md"] == "| figure | baseline | speculative |\n|---|---|---|\n| speedup |  | 2.00× |"
-    assert exports({"result": {"streaming": True}}) == {}  # frames before the last: nothing to export
+    assert exports({"result": {"streaming": True}}, tmp_path) == {}  # frames before the last: nothing to export
     md = markdown_table(["figure", "baseline"], [["speedup", "1.5|2"]])
     assert md == "| figure | baseline |\n|---|---|\n| speedup | 1.5\\|2 |"
 

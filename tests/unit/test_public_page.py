@@ -17,11 +17,11 @@ from tests.public_page_fixtures import _manager, _wait
 
 # -- 1. the bench: off on a public page, bounded by the run time limit ---------------------------------------
 def test_bench_is_off_on_a_public_page_unless_the_operator_allows_it():
-    from specplay.hosting.options import DEFAULTS, parse_args, resolve_options, settings_from_options
+    from specplay.hosting.options import AppSettings, parse_args, resolve_options, settings_from_options
 
-    assert settings_from_options(dict(DEFAULTS)).allow_bench is True  # 127.0.0.1
-    assert settings_from_options({**DEFAULTS, "host": "0.0.0.0"}).allow_bench is False
-    assert settings_from_options({**DEFAULTS, "share": True, "auth": ("a", "b")}).allow_bench is False
+    assert settings_from_options(AppSettings()).allow_bench is True  # 127.0.0.1
+    assert settings_from_options(AppSettings(host="0.0.0.0")).allow_bench is False
+    assert settings_from_options(AppSettings(share=True, auth="a:b")).allow_bench is False
     public = resolve_options(parse_args(["--host", "0.0.0.0", "--allow-bench"]))
     assert settings_from_options(public).allow_bench is True
     assert settings_from_options(resolve_options(parse_args(["--no-bench"]))).allow_bench is False

@@ -170,8 +170,8 @@ def test_the_login_can_come_from_a_file_and_help_prefers_it(tmp_path, capsys):
 
     login = tmp_path / "auth"
     login.write_text("visitor:s3cret\n")
-    assert resolve_options(parse_args(["--auth-file", str(login)]))["auth"] == ("visitor", "s3cret")
-    assert resolve_options(parse_args(["--auth-file", str(login), "--auth", "a:b"]))["auth"] == ("a", "b")
+    assert resolve_options(parse_args(["--auth-file", str(login)])).auth == ("visitor", "s3cret")
+    assert resolve_options(parse_args(["--auth-file", str(login), "--auth", "a:b"])).auth == ("a", "b")
     with pytest.raises(SystemExit, match="auth-file"):
         resolve_options(parse_args(["--auth-file", str(tmp_path / "missing")]))
     with pytest.raises(SystemExit):

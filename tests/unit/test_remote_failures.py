@@ -132,6 +132,6 @@ def test_a_healthy_pair_of_fakes_runs_identically(servers):
         assert servers.speculative.bodies[-1]["cache_salt"] == "s1" and "prompt" in servers.speculative.bodies[-1]
         c = _run(pair, "sequential")
         assert c.identical and c.speculative.token_ids == [10, 11, 12] and not c.finished.error
-        assert pair.engine_info()[SPECULATIVE]["backend"] == "remote"
+        assert pair.engine_info()[SPECULATIVE].backend == "remote"
     finally:
         pair.shutdown()

@@ -49,7 +49,7 @@ def test_a_run_on_them_is_never_called_identical(text_only_servers, schedule):
         assert not c.identical
         assert "without token ids" in c.finished.error, c.finished.error
         result = RunResult.of(c)
-        assert not result.identical and not result.to_json()["identical"]
+        assert not result.identical and not result.model_dump(mode="json")["identical"]
         assert verdict(result).startswith("ERROR: ") and "IDENTICAL" not in verdict(result)
     finally:
         pair.shutdown()

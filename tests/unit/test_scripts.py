@@ -35,3 +35,26 @@ def test_set_up_leaves_the_bytecode_of_what_every_process_imports():
     assert present, f"none of {sources} in {site}"
     missing = [str(s) for s in present if not Path(importlib.util.cache_from_source(str(s))).exists()]
     assert not missing, f"no .pyc for {missing}: scripts/setup.sh compiles .venv once"
+
+
+def test_failing_engine_free_tests_still_release_the_engine_tests(tmp_path):
+    """scripts/test.sh runs the engine-free tests beside the engine tests, which wait for their flag file
+    (PLAYGROUND_TESTS_AFTER). When those tests failed, `set -e` ended their subshell before it wrote the flag,
+    and CI's engine tests waited out their 30-minute limit (3008 s). Here a stand-in pytest fails the engine-free
+    run; the other run reports the flag it read, at once."""
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "test.sh").write_text((ROOT / "scripts" / "test.sh").read_text())
+    (tmp_path / "scripts" / "setup.sh").write_text("#!/usr/bin/env bash\nexit 0\n")
+    (tmp_path / "scripts" / "setup.sh").chmod(0o755)
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        'case " $* " in *" -n 4 "*) echo "1 failed"; exit 1;; esac\n'  # the engine-free run: a failure
+        'for _ in $(seq 200); do [ -s "$PLAYGROUND_TESTS_AFTER" ] && break; sleep 0.1; done\n'
+        'echo "flag: $(cat "$PLAYGROUND_TESTS_AFTER" 2>/dev/null || echo none)"\n')
+    python.chmod(0o755)
+    done = subprocess.run(["bash", "scripts/test.sh"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "flag: 1" in done.stdout, done.stdout + done.stderr
+    assert "1 failed" in done.stdout  # the engine-free log is printed after
+    assert done.returncode != 0

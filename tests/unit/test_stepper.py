@@ -1,12 +1,13 @@
 """The stepper over a run's verification steps: accepted drafts, the first rejected one beside the target's
 own token, the rest greyed, the step's time against the baseline's; "unknown" where step_detail has None,
 with the method's note; escaped text. The stepper reads the session's own typed run (a RunResult; here made
-through RunResult.from_json, whose validation refuses what the page never made), and decodes each drafted
+through RunResult.model_validate, whose validation refuses what the page never made), and decodes each drafted
 id once with the run's own tokenizer."""
 
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from specplay.page import stepper
 from specplay.run.result import RunResult
@@ -29,7 +30,7 @@ def _json(steps, note=None):
 
 
 def _result(steps, note=None):
-    return RunResult.from_json(_json(steps, note))
+    return RunResult.model_validate(_json(steps, note))
 
 
 def _run(steps, note=None, decode=decode):
@@ -88,8 +89,8 @@ def test_text_is_escaped_and_a_crafted_run_json_is_refused_by_its_validation():
                     _json([{"start": "<i>", "tokens": 1e308}]), _json([{"start": 1, "tokens": 1, "accepted": 99}]),
                     _json([{"start": 1, "tokens": 1, "proposed": [10 ** 12]}]), _json(["not a step"]),
                     {**_json([REJECTED]), "speedup": float("nan")}):
-        with pytest.raises(ValueError, match="run JSON"):
-            RunResult.from_json(crafted)
+        with pytest.raises(ValidationError):
+            RunResult.model_validate(crafted)
     for i in (1, 2, "<b>", None, 10 ** 9):
         assert "<i>" not in stepper.step_html(_run([REJECTED]), i)
     assert stepper.step_html(None, 1) == stepper.IDLE
@@ -105,13 +106,13 @@ def test_each_drafted_id_is_decoded_once_by_the_runs_own_tokenizer():
         return decode(ids)
 
     steps = [dict(REJECTED, start=1 + i % 5) for i in range(1000)]
-    run = stepper.run_from(RunResult.from_json({**_json(steps), "speculative": {
+    run = stepper.run_from(RunResult.model_validate({**_json(steps), "speculative": {
         **_json(steps)["speculative"], "token_ids": list(range(7)) * 200}}), PIECES * 200, counting)
     assert len(run.steps) == 1000 and sorted(map(tuple, calls)) == [(1,), (2,), (3,), (8,), (9,)]
 
 
 def test_the_stepper_reads_the_step_detail_a_real_result_carries():
-    """From RunResult.to_json() itself (where the page's `result` comes from), not a hand-made dict: the
+    """From RunResult.model_dump(mode="json") itself (where the page's `result` comes from), not a hand-made dict: the
     steps sit under `speculative` (read from the top level, the stepper stayed idle after every run)."""
     from specplay.presets.catalog import get_preset
     from tests.ui_fixtures import comparison_of, synthetic_events
@@ -120,7 +121,7 @@ def test_the_stepper_reads_the_step_detail_a_real_result_carries():
     result = RunResult.of(comparison_of(events), get_preset("smollm2-ngram"))
     run = stepper.run_from(result, [f"{i} " for i in range(9)], None)
     assert run is not None and len(run.steps) == len(result.step_detail.steps) >= 3 and run.k == 4
-    again = RunResult.from_json(result.to_json())  # the JSON round trip keeps what the stepper reads
+    again = RunResult.model_validate(result.model_dump(mode="json"))  # the JSON round trip keeps what it reads
     back = stepper.run_from(again, [f"{i} " for i in range(9)], None)
 
     def drafts(r):  # times are rounded in the JSON (6 digits): what was drafted and accepted is exact
@@ -133,12 +134,9 @@ def test_a_replayed_drafts_rejected_token_is_marked_not_checked():
     """Issue 36, 8: compare --draft-steps recomputes a draft model's drafts alone; vLLM's counts confirm where
     a rejection fell, not which token was rejected, so that token says "not checked" (it was shown as known);
     the flag survives the JSON round trip."""
-    import dataclasses
-
     result = _result([REJECTED])
-    replayed = dataclasses.replace(result, step_detail=dataclasses.replace(result.step_detail,
-                                                                          rejections_checked=False))
-    again = RunResult.from_json(replayed.to_json())
+    replayed = result.with_step_detail(result.step_detail.model_copy(update={"rejections_checked": False}))
+    again = RunResult.model_validate(replayed.model_dump(mode="json"))
     assert again.step_detail.rejections_checked is False and result.step_detail.rejections_checked is True
     html = stepper.step_html(stepper.run_from(again, PIECES, decode), 1)
     assert "not checked" in html and "st-rejected st-unchecked" in html

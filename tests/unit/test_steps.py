@@ -41,7 +41,7 @@ def test_the_ngram_proposal_is_vllms_rule():
 def test_each_step_is_reconstructed_and_agrees_with_the_chunks():
     detail = step_detail(PROMPT, Side([1, 1, 3, 1]), NGRAM, "ngram")
     assert detail.note is None and detail.known == 3
-    first, second, third = (s.to_json() for s in detail.steps)
+    first, second, third = (s.model_dump(mode="json") for s in detail.steps)
     assert first == {"start": 1, "tokens": 1, "accepted": 0, "drafted": 0, "proposed": [], "target_token": None,
                      "seconds": 1.0}
     assert second == {"start": 2, "tokens": 3, "accepted": 2, "drafted": 3, "proposed": [12, 13, 14],
@@ -113,8 +113,8 @@ def test_compare_json_carries_the_steps_and_the_histogram():
             start += n
     c.add(RunFinished("run-0", 110.0, SpecDecodeCounters(1, 3, 2, (1, 1, 0))))
     preset = get_preset("smollm2-ngram")  # k=4, n 2-4: the drafts are 12 13 14 15
-    spec = json.loads(json.dumps(RunResult.of(c, preset).to_json()))[SPECULATIVE]
+    spec = json.loads(json.dumps(RunResult.of(c, preset).model_dump(mode="json")))[SPECULATIVE]
     assert spec["acceptance_histogram"] == [0, 0, 1, 0]
     assert [s["proposed"] for s in spec["step_detail"]] == [[], [12, 13, 14, 15], []]
     assert spec["step_detail"][1]["target_token"] == 99 and spec["step_detail_note"] is None
-    assert RunResult.of(c).to_json()[SPECULATIVE]["step_detail"] is None  # no preset: no method to replay
+    assert RunResult.of(c).model_dump(mode="json")[SPECULATIVE]["step_detail"] is None  # no preset: no method to replay

@@ -46,12 +46,12 @@ def test_a_fly_run_says_so_in_compare_json_and_verdict():
     diverged = comparison_of(synthetic_events([1, 2, 3], [[1], [2, 4]]))
     preset = get_preset("smollm2-ngram-fly")
     result = RunResult.of(diverged, preset, device="gpu")
-    out = result.to_json()
+    out = result.model_dump(mode="json")
     assert out["verifier"] == "fly" and out["verifier_exact"] is False and not out["identical"]
     assert "lossy" in verdict(result)
     # the JSON carries the verdict's sentence too (it was only in the text report): a script reads why
     assert out["verifier_why_different"] == verifier_named("fly").why_different
     assert out["verifier_why_different"] in verdict(result) and "differ by design" in out["verifier_why_different"]
-    exact = RunResult.of(diverged, get_preset("smollm2-ngram")).to_json()
+    exact = RunResult.of(diverged, get_preset("smollm2-ngram")).model_dump(mode="json")
     assert exact["verifier"] == "standard" and exact["verifier_exact"] is True
     assert "lossy" not in verdict(RunResult.of(diverged, get_preset("smollm2-ngram")))

@@ -165,9 +165,10 @@ def test_compare_json_carries_the_verifiers_sentence():
     from tests.ui_fixtures import comparison_of, synthetic_events
 
     diverged = comparison_of(synthetic_events([1, 2, 3], [[1], [2, 4]]))
-    out = json.loads(json.dumps(RunResult.of(diverged, get_preset("smollm2-ngram-fly"), device="gpu").to_json()))
+    fly = RunResult.of(diverged, get_preset("smollm2-ngram-fly"), device="gpu")
+    out = json.loads(json.dumps(fly.model_dump(mode="json")))
     assert "lossy" in out["verifier_why_different"] and "differ by design" in out["verifier_why_different"]
-    exact = RunResult.of(diverged, get_preset("smollm2-ngram")).to_json()
+    exact = RunResult.of(diverged, get_preset("smollm2-ngram")).model_dump(mode="json")
     assert exact["verifier_exact"] is True and exact["verifier_why_different"] is None
 
 

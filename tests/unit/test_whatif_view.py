@@ -58,13 +58,12 @@ def test_a_lookup_methods_cost_slider_is_its_verify_cost_and_never_zero():
 def test_the_start_needs_the_runs_kind_and_k_and_a_timed_run():
     """A run made without a preset (no kind, no k), a failed one or an untimed one gives no start: the
     what-if never guesses a method from whichever preset is loaded now."""
-    import dataclasses
 
     result = _result(DRAFT, [[0], [1, 2], [3, 4, 5]])
     assert wv.start_from(None) is None
-    for broken in (dict(kind=None), dict(k=None), dict(error="boom"), dict(speedup=None)):
-        assert wv.start_from(dataclasses.replace(result, **broken)) is None
-    pard = wv.start_from(dataclasses.replace(result, kind="pard", k=5))
+    for broken in (dict(method_kind=None), dict(num_speculative_tokens=None), dict(error="boom"), dict(speedup=None)):
+        assert wv.start_from(result.model_copy(update=broken)) is None
+    pard = wv.start_from(result.model_copy(update={"method_kind": "pard", "num_speculative_tokens": 5}))
     assert pard.passes[4] == 1 and pard.measured.passes == 1  # one pass drafts all k: the kind's, not the preset's
 
 

@@ -128,7 +128,7 @@ def test_malformed_jsonl_names_the_file_and_line(tmp_path, line3, expected):
 
 
 def test_missing_empty_and_oversized_files_are_refused_clearly(tmp_path, monkeypatch):
-    with pytest.raises(WorkloadError, match=r"nope\.jsonl: cannot read the workload file"):
+    with pytest.raises(WorkloadError, match=r"nope\.jsonl: the workload file: no such file"):
         load_workload(tmp_path / "nope.jsonl")
     (tmp_path / "empty.jsonl").write_text("\n\n")
     with pytest.raises(WorkloadError, match="no prompts"):
@@ -136,7 +136,7 @@ def test_missing_empty_and_oversized_files_are_refused_clearly(tmp_path, monkeyp
     big = tmp_path / "big.jsonl"
     big.write_text('{"prompt": "x"}\n' * 50)
     monkeypatch.setattr(workloads, "MAX_FILE_BYTES", 100)
-    with pytest.raises(WorkloadError, match=r"big\.jsonl: 0\.0 MiB is over the 0 MiB limit") as info:
+    with pytest.raises(WorkloadError, match=r"big\.jsonl: the workload file: over the 100 bytes limit") as info:
         load_workload(big)
     monkeypatch.setattr(workloads, "MAX_FILE_BYTES", 10 * 2**20)
     monkeypatch.setattr(workloads, "MAX_FILE_LINES", 20)
