@@ -10,6 +10,7 @@ moves from one to the next by replacing only the speculative engine, as the page
 """
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
 
 # Before anything imports torch: one OpenMP thread per process (each engine is pinned to its own core).
@@ -35,6 +36,30 @@ PAIR_FIXTURES = {"ngram_pair": "smollm2-ngram", "layerskip_pair": "smollm2-layer
                  "hetero_pair": "smollm2-hetero-draft"}
 
 
+# The in-process pairs (and the servers test_remote launches) give each engine's worker a core of its own: a
+# concurrent run then takes 4.1 s where the default fair layout (both workers on one core) takes 6.8 (SmolLM2,
+# 64 tokens, 2 cores, 2026-12-07), and this process is never pinned to the host core, so what it starts after
+# (CLI processes, launched servers, a browser) gets both cores. The app server, the page as users run it, keeps
+# the default (tests/ui_fixtures.AppServer), and tests/page/test_app_cores.py checks that layout.
+SUITE_PAIR_LAYOUT = "per-engine"
+
+
+@contextmanager
+def suite_pair_layout():
+    """The suite's layout for engines started inside this block (read when their settings are made)."""
+    from specplay.core.hardware import CORE_LAYOUT_ENV
+
+    saved = os.environ.get(CORE_LAYOUT_ENV)
+    os.environ[CORE_LAYOUT_ENV] = SUITE_PAIR_LAYOUT
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(CORE_LAYOUT_ENV, None)
+        else:
+            os.environ[CORE_LAYOUT_ENV] = saved
+
+
 class PairPool:
     """The session's in-process pair. Asking for another preset with the same target swaps only the
     speculative engine (`switch_in_place`, the page's own switch); otherwise the old pair is shut down and
@@ -53,20 +78,21 @@ class PairPool:
         if self.pair is not None and self.pair.ready and self.pair.tag == preset:
             return self.pair
         stop_shared_app()
-        if self.pair is not None and self.pair.ready:
+        with suite_pair_layout():
+            if self.pair is not None and self.pair.ready:
+                try:
+                    if switch_in_place(self.pair, preset):
+                        return self.pair
+                except Exception:
+                    self.close()
+                    raise
+            self.close()
+            pair = open_pair(preset)
             try:
-                if switch_in_place(self.pair, preset):
-                    return self.pair
+                pair.start()
             except Exception:
-                self.close()
+                pair.shutdown()
                 raise
-        self.close()
-        pair = open_pair(preset)
-        try:
-            pair.start()
-        except Exception:
-            pair.shutdown()
-            raise
         self.pair = pair
         return pair
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from specplay.core.events import BASELINE, SPECULATIVE, RunFinished, RunStarted, SpecDecodeCounters, StepEvent
+from specplay.core.hardware import CORE_LAYOUT_ENV, DEFAULT_CORE_LAYOUT
 from specplay.engine.base import EngineInfo
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,6 +148,7 @@ class AppServer:
         self.ready = False  # its engines were ready once (later tests may switch or reload them)
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", GRADIO_ANALYTICS_ENABLED="False")
         env.pop("GRADIO_TEMP_DIR", None)  # the test client's setting: the app chooses its own (in .cache)
+        env[CORE_LAYOUT_ENV] = DEFAULT_CORE_LAYOUT  # the suite's in-process pairs run per-engine (conftest)
         # a temp folder of its own (short: vLLM's IPC sockets live there), so a test can see all it leaves
         self.tmp_dir = Path(tempfile.mkdtemp(prefix="specplay-app-"))
         env["TMPDIR"] = str(self.tmp_dir)

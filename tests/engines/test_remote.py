@@ -81,11 +81,13 @@ class Launched:
 @pytest.fixture(scope="module")
 def remote_servers(pair_pool):
     """The module's servers: `specplay launch` as a user runs it (two servers, then the page on them)."""
+    from tests.conftest import suite_pair_layout
     from tests.ui_fixtures import free_port, stop_shared_app
 
     pair_pool.close()  # one set of engines on the cores at a time
     stop_shared_app()
-    launched = Launched(free_port(), (free_port(), free_port()))
+    with suite_pair_layout():  # what the launched servers' workers get: a core each (conftest says why)
+        launched = Launched(free_port(), (free_port(), free_port()))
     try:
         yield launched.wait_ready()
     finally:

@@ -28,7 +28,7 @@ def test_every_ngram_step_agrees_with_vllm_or_shows_unknown(ngram_pair):
     steps = known = runs_all_known = 0
     contexts = []
     for prompt in prompts:
-        c = stream.compare(ngram_pair, prompt.request(max_tokens=MAX_TOKENS), "sequential")
+        c = stream.compare(ngram_pair, prompt.request(max_tokens=MAX_TOKENS), "concurrent")
         result = RunResult.of(c, preset)
         detail = result.step_detail
         out = c.speculative.token_ids

@@ -61,15 +61,23 @@ def test_300_anonymous_calls_with_refused_values_get_429s_and_add_little_log(tmp
         index = _step_choice_fn(p.demo)
         capfd.readouterr()
         codes, retry = [], set()
+        started = time.monotonic()
         with httpx.Client(timeout=30, headers=ANONYMOUS) as client:
             for n in range(300):
                 answer = client.post(f"{p.url}/gradio_api/run/predict", json=_forged(index, f"anon-{n}"))
                 codes.append(answer.status_code)
                 if answer.status_code == 429:
                     retry.add(answer.headers.get("retry-after"))
+        elapsed = time.monotonic() - started
         log = capfd.readouterr()
-    refused = codes.count(429)
-    assert refused >= 150, {c: codes.count(c) for c in set(codes)}  # a burst of 60 and 20 a second get through
+    from specplay.hosting.rate import BURST, RATE_PER_S
+
+    # A burst and RATE_PER_S a second get through, so how many are refused depends on how long the 300 calls
+    # took: a loaded machine (a full suite, 2026-12-07) sent them in 12.8 s and 156 got through. The bucket
+    # lets at most burst + rate x elapsed through (one more for the refill between reading the clock and the call).
+    through = len(codes) - codes.count(429)
+    assert through <= BURST + RATE_PER_S * elapsed + 1, ({c: codes.count(c) for c in set(codes)}, elapsed)
+    assert codes.count(429) >= 1 or elapsed > (len(codes) - BURST) / RATE_PER_S, elapsed
     assert all(r and r.isdigit() and int(r) >= 1 for r in retry), retry
     assert 200 not in codes  # none of the forged values was taken
     logged = len(log.out.encode()) + len(log.err.encode())
