@@ -10,6 +10,7 @@ moves from one to the next by replacing only the speculative engine, as the page
 """
 
 import os
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -68,11 +69,36 @@ class PairPool:
 
     def __init__(self):
         self.pair = None
+        self._starting: threading.Thread | None = None
+
+    def start_early(self, preset_name: str) -> None:
+        """Load `preset_name` in a thread while tests that need no engines run: a pair's start is mostly
+        one process importing vLLM at a time, and the browser tests on stand-in pairs leave the other core
+        idle (2026-12-07: 40-60% of both cores idle through each). The next get() or close() waits for it;
+        a failed start is simply started again there, where its error is reported."""
+        if self.pair is None and self._starting is None:
+            self._starting = threading.Thread(target=self._start_quietly, args=(preset_name,), daemon=True,
+                                              name=f"pool-{preset_name}")
+            self._starting.start()
+
+    def _start_quietly(self, preset_name: str) -> None:
+        try:
+            self.get(preset_name)
+        except Exception:  # get() in the test that needs it starts it again and fails there, with its message
+            pass
+
+    def _settle(self) -> None:
+        thread = self._starting
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+            self._starting = None
 
     def get(self, preset_name: str):
         from specplay.run.pairs import open_pair, switch_in_place
         from specplay.presets.catalog import get_preset
         from tests.ui_fixtures import stop_shared_app
+
+        self._settle()
 
         preset = get_preset(preset_name)
         if self.pair is not None and self.pair.ready and self.pair.tag == preset:
@@ -97,6 +123,7 @@ class PairPool:
         return pair
 
     def close(self):
+        self._settle()
         if self.pair is not None:
             self.pair.shutdown()
         self.pair = None
@@ -153,6 +180,8 @@ def suite_order(item) -> tuple:
     if item.get_closest_marker("own_engines"):  # first: before the app server starts loading
         return 0, 0, -1
     if item.get_closest_marker("page"):
+        if "app" not in getattr(item, "fixturenames", ()):  # a browser on stand-in pairs: after the app's
+            return 1, 1, position                             # tests, while the first pair loads (start_early)
         return 1, 0, position
     if item.get_closest_marker("engines"):
         names = set(getattr(item, "fixturenames", ()))
@@ -186,3 +215,14 @@ def pytest_runtest_setup(item):
 
         item.config._playground_needs_app = False  # once
         start_shared_app()
+    if suite_order(item)[:2] == (1, 1) and not getattr(item.config, "_playground_pool_started", False):
+        # the app's tests are done (its last one stopped it): the in-process pairs' first preset loads
+        # behind the browser tests on stand-in pairs
+        item.config._playground_pool_started = True
+        first = next((name for later in item.session.items[item.session.items.index(item):]
+                      for name in PAIR_FIXTURES if name in getattr(later, "fixturenames", ())), None)
+        if first is not None:
+            from tests.ui_fixtures import stop_shared_app
+
+            stop_shared_app()
+            _POOL.start_early(PAIR_FIXTURES[first])

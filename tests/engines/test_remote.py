@@ -79,7 +79,7 @@ class Launched:
 
 
 @pytest.fixture(scope="module")
-def remote_servers(pair_pool):
+def remote_servers(pair_pool, fresh_cache_launch):
     """The module's servers: `specplay launch` as a user runs it (two servers, then the page on them)."""
     from tests.conftest import suite_pair_layout
     from tests.ui_fixtures import free_port, stop_shared_app
@@ -265,18 +265,34 @@ def test_sigterm_to_launch_ends_the_page_and_both_servers(remote_servers):
     assert not left, left
 
 
-def test_launch_on_a_fresh_cache_builds_the_offline_model_before_the_servers(tmp_path):
-    """`specplay launch` on a fresh machine: the default preset's offline model did not exist yet, so the
-    servers were started on a missing folder and exited (seen on the H200). launch builds it first, as the
-    in-process pair does. Servers started without waiting and stopped at once: no engine starts."""
+@pytest.fixture(scope="module")
+def fresh_cache_launch(tmp_path_factory):
+    """`specplay launch`'s start on a fresh cache, in its own process, started as the module's servers start:
+    each is mostly one process at a time importing or converting, so side by side they take about what the
+    slower one takes alone (one after the other: 40 s more of the suite, 2026-12-07)."""
+    cache = tmp_path_factory.mktemp("fresh-cache")
     script = ("import json; from specplay.presets.catalog import get_preset; from specplay.run.launch import launch\n"
               "s = launch(get_preset('smollm2-ngram'), ports={'baseline': 0, 'speculative': 0}, wait=False,"
               " log=lambda m: None)\n"
               "try: print(json.dumps(s.commands))\nfinally: s.stop()\n")
-    env = {**os.environ, "PLAYGROUND_CACHE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    model = tmp_path / "models" / "smollm2-135m-instruct"
+    env = {**os.environ, "PLAYGROUND_CACHE": str(cache)}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    yield cache, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+@pytest.mark.order(8)  # before the kill and the SIGTERM; its process started with the servers
+def test_launch_on_a_fresh_cache_builds_the_offline_model_before_the_servers(fresh_cache_launch, remote_servers):
+    """`specplay launch` on a fresh machine: the default preset's offline model did not exist yet, so the
+    servers were started on a missing folder and exited (seen on the H200). launch builds it first, as the
+    in-process pair does. Servers started without waiting and stopped at once: no engine starts."""
+    cache, proc = fresh_cache_launch
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-2000:]
+    model = cache / "models" / "smollm2-135m-instruct"
     assert (model / "config.json").is_file() and any(model.glob("*.safetensors"))
-    commands = json.loads(out.stdout.strip().splitlines()[-1])
+    commands = json.loads(stdout.strip().splitlines()[-1])
     assert all(f"--model {model}" in line for line in commands.values())
