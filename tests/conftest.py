@@ -189,7 +189,16 @@ def suite_order(item) -> tuple:
             return 3, 0, position
         presets = [i for i, name in enumerate(PAIR_FIXTURES) if name in names]
         return 2, max(presets) if presets else len(PAIR_FIXTURES), position
-    return 0, 0, position
+    slow = Path(str(item.fspath)).name in SLOW_ENGINE_FREE_FILES
+    return 0, 0 if slow else 1, position
+
+
+# The engine-free tests' slowest files (a clean clone's --durations, 2026-12-07: 40-85 s each in 4 workers),
+# collected first: pytest-xdist hands files out in collection order, and one of these started last kept a
+# worker busy for a minute after the others had finished (both cores 10-37% idle while the page tests waited).
+SLOW_ENGINE_FREE_FILES = ("test_presets_in_vllm_config.py", "test_visitors.py", "test_hostile_inputs.py",
+                          "test_cli.py", "test_guard_queue.py", "test_guard_address.py", "test_public_page_doors.py",
+                          "test_presets.py", "test_own_pair.py", "test_public_page_visitors.py", "test_methods.py")
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -204,6 +213,17 @@ def pytest_collection_finish(session):
     # Read off the tests that will run, after -m/-k deselected theirs (this file's modifyitems runs before
     # them), and only those on the app: the quick tier loaded the app's engines behind it for nothing.
     session.config._playground_needs_app = any("app" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    # A test's own engines under the default fair layout (a CLI compare's draft engine, an in-process page)
+    # pin this process to the host core. Left so, everything started after inherits one core: `specplay
+    # launch`'s servers then imported on one core while the other idled (2026-12-07: 49% idle for 110 s).
+    from specplay.core.hardware import pin_process, usable_cores
+
+    cores = usable_cores()
+    if set(os.sched_getaffinity(0)) != set(cores):
+        pin_process(cores)
 
 
 def pytest_runtest_setup(item):
