@@ -37,6 +37,27 @@ def wait_streaming(job, role: str, tokens: int = 3, timeout: float = 120.0) -> N
 
 
 
+def stopped_mid_run(client, schedule: str, attempts: int = 3, seconds: dict | None = None) -> dict:
+    """Start a long run, press Stop once it streams, return the run's last frame (by output name). This VM
+    at times freezes a vCPU for 20-60 s while CPU engines run (docs/benchmarks.md, "Seconds-long freezes"),
+    and the engines, in other processes, go on meanwhile: a Stop pressed after 3 tokens may arrive once the
+    baseline has finished. Such a run says nothing about Stop, so it is run again, up to `attempts` times.
+    `seconds`, if given, gets the stopped run's `answered` (Stop's reply) and `ended` (the run's last frame),
+    each counted from the press."""
+    for _ in range(attempts):
+        job = client.submit(STORY, STOP_TOKENS, 0.0, schedule, api_name="/run")
+        wait_streaming(job, "baseline")
+        pressed = time.monotonic()
+        client.predict(api_name="/stop")
+        answered = time.monotonic() - pressed
+        out = dict(zip(OUTPUTS, job.result(timeout=300)))
+        if len(out["result"]["baseline"]["token_ids"]) < STOP_TOKENS:  # Stop landed in the baseline's stream
+            if seconds is not None:
+                seconds.update(answered=answered, ended=time.monotonic() - pressed)
+            return out
+    pytest.fail(f"in {attempts} runs Stop never arrived before the baseline's {STOP_TOKENS} tokens")
+
+
 def switch_to(client, preset) -> None:
     """Load `preset` unless the app runs it already (then the page's switch is a no-op)."""
     client.predict(preset, api_name="/switch_preset")

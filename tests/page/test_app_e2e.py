@@ -12,10 +12,10 @@ import time
 import pytest
 
 from tests.checks import check_draft_model_statistics
-from tests.page.page_calls import (LAYERSKIP_MAX_TOKENS, OUTPUTS, REWRITE, STOP_TOKENS, STORY, run, switch_to,
-                                   wait_for, wait_streaming)
+from tests.page.page_calls import (LAYERSKIP_MAX_TOKENS, OUTPUTS, REWRITE, STOP_TOKENS, STORY, run,
+                                   stopped_mid_run, switch_to, wait_streaming)
 from tests.prompts import PROMPTS
-from tests.ui_fixtures import ROOT, engine_core_pids
+from tests.ui_fixtures import ROOT
 
 
 def test_status_ready(app):
@@ -78,27 +78,12 @@ def test_bad_inputs_show_a_message_and_engines_keep_serving(app):
     assert run(client, REWRITE, max_tokens=16)["result"]["identical"] is True
 
 
-def _stopped_mid_run(client, schedule: str, attempts: int = 3) -> dict:
-    """Start a long run, press Stop once it streams, return the run's last frame (by output name). This VM
-    at times freezes a vCPU for 20-60 s while CPU engines run (docs/benchmarks.md, "Seconds-long freezes"),
-    and the engines, in other processes, go on meanwhile: a Stop pressed after 3 tokens may arrive once the
-    baseline has finished. Such a run says nothing about Stop, so it is run again, up to `attempts` times."""
-    for _ in range(attempts):
-        job = client.submit(STORY, STOP_TOKENS, 0.0, schedule, api_name="/run")
-        wait_streaming(job, "baseline")
-        client.predict(api_name="/stop")
-        out = dict(zip(OUTPUTS, job.result(timeout=300)))
-        if len(out["result"]["baseline"]["token_ids"]) < STOP_TOKENS:  # Stop landed in the baseline's stream
-            return out
-    pytest.fail(f"in {attempts} runs Stop never arrived before the baseline's {STOP_TOKENS} tokens")
-
-
 @pytest.mark.parametrize("schedule", ["concurrent", "sequential"])
 def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
     """Sequential: stopped during the baseline's turn, the speculative engine never starts (it used to run
     to max tokens after the stop)."""
     client = app.client()
-    out = _stopped_mid_run(client, schedule)
+    out = stopped_mid_run(client, schedule)
     result = out["result"]
     assert result.get("cancelled") is True and len(result["baseline"]["token_ids"]) > 0
     # at the same time the speculative engine, faster, may already have reached the limit (seen on a clean
@@ -115,7 +100,7 @@ def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
 def test_a_second_run_of_one_visitor_is_refused_at_once(app):
     """One pending run per session: a second submission while the first streams is refused, not queued
     (queued, it would be answered only once the first run had ended). Judged by the order of events, not by
-    seconds: the test machine may freeze for many seconds (see _stopped_mid_run)."""
+    seconds: the test machine may freeze for many seconds (see page_calls.stopped_mid_run)."""
     client = app.client()
     job = client.submit(STORY, STOP_TOKENS, 0.0, "sequential", api_name="/run")  # both engines: minutes
     wait_streaming(job, "baseline")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tests.page.page_calls import OUTPUTS, REWRITE, STOP_TOKENS, STORY, run, wait_for, wait_streaming
+from tests.page.page_calls import OUTPUTS, REWRITE, STOP_TOKENS, STORY, run, stopped_mid_run, wait_for, wait_streaming
 from tests.procs import socket_files, zombie_children
 from tests.ui_fixtures import engine_core_pids
 
@@ -67,8 +67,23 @@ def test_killed_engine_is_reported_and_only_it_is_reloaded(app):
     sockets = socket_files(app.tmp_dir)  # the killed engine's sockets went with its folder: no growth
     gone, new = set(sockets_before) - set(sockets), set(sockets) - set(sockets_before)
     assert len(sockets) == len(sockets_before) and gone and len(gone) == len(new), (sockets_before, sockets)
+    _stop_answers_after_the_reload(client)
     again = run(client, REWRITE, max_tokens=32)["result"]
     assert again["identical"] is True and len(again["baseline"]["token_ids"]) > 5
+
+
+def _stop_answers_after_the_reload(client) -> None:
+    """Issue 44: after a kill and reload, Stop's request went unanswered for 18 s, until the baseline had
+    finished. Stop is answered before Gradio's handler queue (hosting/cancel.StopFirst): here, on the reloaded
+    real engines, a streaming run is stopped short of its 900 tokens. The tight bounds (answer 0.5 s, end 1 s)
+    are test_public_page_doors.py's, on a stand-in engine; a loaded 2-core machine may deliver a client's
+    frames late, so these leave room, and the measured seconds are printed."""
+    seconds = {}
+    out = stopped_mid_run(client, "concurrent", seconds=seconds)
+    print(f"Stop after the reload: answered in {seconds['answered']:.2f} s, the run ended "
+          f"{seconds['ended']:.2f} s after the press")
+    assert out["result"].get("cancelled") is True, out["badge"]
+    assert seconds["answered"] <= 5.0 and seconds["ended"] <= 10.0, seconds
 
 
 def _describe(pids: list[int]) -> list[str]:
