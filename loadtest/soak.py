@@ -31,9 +31,13 @@ class Plan:
     max_tokens: int = 32
     stop_every: int = 5  # every 5th run is stopped with Stop once it streams
     abandon_every: int = 7  # every 7th is abandoned mid-run (a run both 5th and 7th is abandoned)
-    # max tokens of the runs to be stopped or abandoned (0: max_tokens): long enough that Stop lands while
-    # they stream, not after a short run has ended (then read as a full run: nothing to stop)
+    # max tokens of the runs to be stopped or abandoned (0: max_tokens), and their prompt ("": the visitor's):
+    # long enough that Stop lands while they stream, not after a short run has ended (then read as a full
+    # run: nothing to stop). Max tokens alone don't make a run long: the visitors' one-sentence answers end
+    # at their end-of-sequence token after ~30 (a clean-clone run, 2026-12-07: all 6 to be stopped ended so,
+    # at 384 max tokens, before a frame reached the client)
     interrupted_tokens: int = 0
+    interrupted_prompt: str = ""
     sample_every: int = 100
     warmup_runs: int = 200
     run_timeout_s: float = 300.0
@@ -49,6 +53,10 @@ class Plan:
 
     def tokens(self, kind: str) -> int:
         return self.interrupted_tokens if kind != FULL and self.interrupted_tokens else self.max_tokens
+
+    def prompt(self, kind: str, visitors: str) -> str:
+        """The prompt of a run of `kind` by a visitor whose own prompt is `visitors`."""
+        return self.interrupted_prompt if kind != FULL and self.interrupted_prompt else visitors
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,7 @@ class Soak:
                 kind = self.plan.kind(number)
                 started = time.time()
                 try:
-                    record = one_run(c, self.prompts[index], self.plan, kind)
+                    record = one_run(c, self.plan.prompt(kind, self.prompts[index]), self.plan, kind)
                 except Exception as exc:  # recorded: the verdict counts them
                     record = {"outcome": "exception", "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
                 if kind == ABANDON:  # that tab is gone: the visitor comes back in a new one

@@ -177,8 +177,8 @@ def suite_order(item) -> tuple:
     preset by preset in PAIR_FIXTURES' order; `order(n)` places a test within its group."""
     marker = item.get_closest_marker("order")
     position = marker.args[0] if marker else 0
-    if item.get_closest_marker("own_engines"):  # first: before the app server starts loading
-        return 0, 0, -1
+    if item.get_closest_marker("own_engines"):  # with the in-process engines' tests, after the pool's pairs: its
+        return 2, len(PAIR_FIXTURES), position  # vLLM import is then done (first, it took 24 s of the app's load)
     if item.get_closest_marker("page"):
         if "app" not in getattr(item, "fixturenames", ()):  # a browser on stand-in pairs: after the app's
             return 1, 1, position                             # tests, while the first pair loads (start_early)

@@ -154,7 +154,7 @@ def test_first_event_carries_the_prompt_both_engines_got(ngram_pair):
 # vLLM's in tests/unit/test_presets_in_vllm_config.py, and its method (draft_model) runs on the page above.
 
 
-@pytest.mark.own_engines  # before the app server starts loading in the background
+@pytest.mark.own_engines  # not the pool's pair: a pair of its own (conftest.suite_order runs it after the pool's)
 def test_missing_model_names_the_engine():
     settings = EngineSettings(BASELINE, {"model": "/nonexistent/model-folder", "dtype": "float32",
                                          "max_model_len": 256}, {})

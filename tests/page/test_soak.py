@@ -10,15 +10,16 @@ import time
 
 from loadtest import soak
 from specplay.core.paths import PAGE_DIR
+from tests.page.page_calls import STORY
 
-# The runs to be stopped or abandoned get many tokens: with 12, on a loaded machine most ended before their
-# first redraw reached the client (seen: 1 of 9 stopped), so nothing was left to stop.
+# The runs to be stopped or abandoned are long: with 12 tokens, on a loaded machine most ended before their
+# first redraw reached the client (seen: 1 of 9 stopped), so nothing was left to stop. Max tokens alone were not
+# enough: the visitors' one-sentence answers end at ~30 tokens, so at 384 max tokens a clean-clone run
+# (2026-12-07) still had all 6 to be stopped end so; they ask for a long story (page_calls.STORY) instead. A
+# long run costs nothing when Stop lands (it ends there) and gives the first redraw time to arrive.
 # 30 runs (50 took 98-111 s of the suite): warm after 12, sampled every 6, as 50 were after 20 every 10.
-# 384, not 128: in a clean-clone run (2026-12-07) none of the 6 runs meant to be stopped had streamed a token to
-# its client before it ended (all read as finished), though the 4 abandoned ones had; alone it passed. A longer
-# run costs nothing when Stop lands (it ends there) and gives the first redraw time to arrive when it doesn't.
-PLAN = soak.Plan(runs=30, visitors=3, max_tokens=12, interrupted_tokens=384, sample_every=6, warmup_runs=12,
-                 run_timeout_s=120)
+PLAN = soak.Plan(runs=30, visitors=3, max_tokens=12, interrupted_tokens=384, interrupted_prompt=STORY,
+                 sample_every=6, warmup_runs=12, run_timeout_s=120)
 
 
 def test_soak_30_runs_keeps_memory_files_and_temp_folder_bounded(app):
