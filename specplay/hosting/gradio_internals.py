@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import sys
 
+from specplay.hosting.answered_first import first_answer
 from specplay.hosting.guard import (ADDRESS_FULL, ADDRESS_PENDING, GRACE_CHECKS, GRACE_STEP_S, NOT_READ, ONE_PENDING,
                                     UNREAD_LIMIT_BYTES, counted_address)
 from specplay.hosting.rate import makes_no_session
@@ -255,24 +256,62 @@ def _quiet(preprocess, Error):
     return quiet_preprocess
 
 
-def stop_handlers(page):
-    """`find(fn_index, api_name)` for `cancel.StopFirst`: the handler of an unqueued event marked by
-    `cancel.answered_first`, by the index the browser posts or the name a client calls (/run/<name>)."""
+def first_answers(page, login: bool):
+    """`find(fn_index, api_name)` for `answered_first.AnsweredFirst`: the answer function of an unqueued
+    event's handler marked by `answered_first.answers_first`, by the index the browser posts or the name a
+    client calls (/run/<name>); None for any other call."""
 
     def find(index, name):
         fn = page.fns.get(index) if index is not None else next(
             (f for f in page.fns.values() if f.api_name == name), None)
         if fn is None or fn.queue is not False:
             return None
-        return fn.fn if getattr(fn.fn, "playground_cancels", None) is not None else None
+        return first_answer(fn.fn, login)
 
     return find
 
 
-def direct_answer(data: list) -> bytes:
-    """What Gradio answers a direct call (`Blocks.process_api`'s output): `data`, one value per output."""
-    import json
+def skipped(blocks) -> list:
+    """gr.skip() for each of these output blocks as Gradio sends it (`postprocess_update_dict`: an update of
+    nothing; an HTML block's carries its props), made once: a poll that finds nothing new answers this."""
+    from gradio.blocks import postprocess_update_dict
 
-    return json.dumps({"data": data, "is_generating": False, "iterator": None, "duration": 0.0,
-                       "average_duration": None, "render_config": None, "changed_state_ids": [],
-                       "used_cache": None}).encode()
+    return [postprocess_update_dict(block, {"__type__": "update"}) for block in blocks]
+
+
+class NotWired(ValueError):
+    """A value only Gradio's own path sends (a prop update, a file)."""
+
+
+def wire_value(block, value):
+    """`value` of output `block` as Gradio sends it to the browser (`Blocks.postprocess_data` for a plain
+    value: the component's postprocess, its data model dumped), made once where many answers share it.
+    Raises NotWired for what only Gradio's own path makes (a prop update, a file)."""
+    from gradio.data_classes import GradioModel, GradioRootModel
+    from gradio.utils import is_prop_update
+
+    if is_prop_update(value):
+        raise NotWired("a prop update")
+    out = block.postprocess(value)
+    out = out.model_dump() if isinstance(out, (GradioModel, GradioRootModel)) else out
+    if _has_file(out):
+        raise NotWired("a file")
+    return out
+
+
+def _has_file(value) -> bool:
+    if isinstance(value, dict):
+        return "path" in value and "meta" in value or any(_has_file(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_file(v) for v in value)
+    return False
+
+
+def direct_answer(data: list) -> bytes:
+    """What Gradio answers a direct call (`Blocks.process_api`'s output): `data`, one value per output,
+    encoded as Gradio encodes its answers (its orjson response: numpy values, its data models)."""
+    from gradio.routes import ORJSONResponse
+
+    return ORJSONResponse._render({"data": data, "is_generating": False, "iterator": None, "duration": 0.0,
+                                   "average_duration": None, "render_config": None, "changed_state_ids": [],
+                                   "used_cache": None})

@@ -18,7 +18,7 @@ from specplay.page import views
 from specplay.bench.runner import BenchError, BenchRun, is_synthetic, load_prompts
 from specplay.bench.charts import figures as bench_figures
 from specplay.bench.outputs import write_results
-from specplay.hosting.cancel import CancelRegistry, answered_first
+from specplay.hosting.cancel import CancelRegistry, stops_first
 from specplay.hosting.files import clean_old, session_token
 from specplay.hosting.settings import PageSettings, scrub
 from specplay.page.section import Section
@@ -104,7 +104,7 @@ def _wire(tab: Section, manager, settings: PageSettings, folder: Path) -> None:
     tab["bench_run"].click(run, inputs=inputs, outputs=tab.list(bv.OUTPUTS + ("bench_run",)), api_name="bench",
                          concurrency_limit=1, concurrency_id="bench", show_progress="hidden")
     # never queued behind runs; named, so it doesn't take the name "stop" from the comparison's Stop
-    tab["bench_stop"].click(answered_first(stop, registry), api_name="bench_stop", api_visibility="private", queue=False, show_progress="hidden")
+    tab["bench_stop"].click(stops_first(stop, registry), api_name="bench_stop", api_visibility="private", queue=False, show_progress="hidden")
 
 
 class _Hold:

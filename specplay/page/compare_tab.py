@@ -10,7 +10,7 @@ import gradio as gr
 from specplay.core.events import BASELINE, SPECULATIVE
 from specplay.page import views
 from specplay.page.charts import history_table
-from specplay.hosting.cancel import answered_first
+from specplay.hosting.cancel import stops_first
 from specplay.hosting.guard import address_key, client_address
 from specplay.page.compare_run import MAX_RUNS, RunPlace, compare_series, replay_run, run_comparison, served
 from specplay.page.follow import published
@@ -216,8 +216,8 @@ def _wire_stop(tab: Section, place: RunPlace) -> None:
         return gr.update(interactive=False)
 
     # not queued: Stop must work when the queue is full of waiting runs; answered before Gradio's thread pool
-    # (hosting/cancel.StopFirst), with the handler's own output
-    stop = answered_first(stop, place.registry, [gr.update(interactive=False)])
+    # (hosting/answered_first.py), with the handler's own output
+    stop = stops_first(stop, place.registry, [gr.update(interactive=False)])
     tab["stop_btn"].click(stop, outputs=tab["stop_btn"], api_name="stop", queue=False, show_progress="hidden")
 
 

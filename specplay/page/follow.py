@@ -12,6 +12,8 @@ from collections.abc import Iterable
 import gradio as gr
 from gradio.components.plot import PlotData
 
+from specplay.hosting.answered_first import answers_first
+from specplay.hosting.gradio_internals import NotWired, skipped, wire_value
 from specplay.hosting.room import Room
 from specplay.page.section import Section
 
@@ -84,7 +86,8 @@ def wire_follow(demo: gr.Blocks, room: Room, banner, compare: Section, lessons: 
     timer = gr.Timer(1.0 / FOLLOW_HZ, active=False)
     hidden = [compare[n] for n in COMPARE_DRIVING if n in compare.c] + lessons.list(LESSON_DRIVING)
     read_only = compare.list(COMPARE_LOCKED) + [lessons["steps"]] + list(locked)
-    drawn = compare.list([n for n in COMPARE_FOLLOWED if n in compare.c]) + lessons.list(LESSON_FOLLOWED)
+    names = [n for n in COMPARE_FOLLOWED if n in compare.c] + [LESSON + n for n in LESSON_FOLLOWED]
+    drawn = compare.list(names[:-len(LESSON_FOLLOWED)]) + lessons.list(LESSON_FOLLOWED)
 
     def poll(seen):
         now, changed = room.since(seen)
@@ -104,8 +107,42 @@ def wire_follow(demo: gr.Blocks, room: Room, banner, compare: Section, lessons: 
                         else gr.update(interactive=False) for c in read_only})
         return out
 
-    timer.tick(poll, inputs=key, outputs=[key] + drawn, queue=False, show_progress="hidden",
-               api_visibility="private")
+    timer.tick(answers_first(poll, Answers(room, key, names, drawn)), inputs=key, outputs=[key] + drawn, queue=False,
+               show_progress="hidden", api_visibility="private")
     outputs = list(dict.fromkeys([banner, timer, key] + hidden + read_only + drawn))  # each once
     demo.load(enter, outputs=outputs, queue=False,
               show_progress="hidden", api_visibility="private")
+
+
+class Answers:
+    """A follower's poll answered before Gradio (hosting/answered_first.py): Gradio made every output anew for
+    each poll, a skipped one a new component, and 32 followers doubled the presenter's run time on 2 cores
+    (docs/hosting.md). Here a poll costs a key comparison when nothing changed; what changed is made as Gradio
+    sends it once per version of the room and seen-key, not once per follower. A value only Gradio can send
+    (a prop update) hands the poll to Gradio."""
+
+    def __init__(self, room: Room, key, names: list[str], blocks: list):
+        self.room, self.outputs = room, list(zip(names, blocks))
+        self.skipped = skipped([key, *blocks])  # the answer when nothing changed (the key too: gr.skip())
+        self._now, self._made = None, {}  # the room's key the cache is for; {seen key: answer}
+
+    def __call__(self, call: dict) -> list | None:
+        data = call.get("data")
+        seen = data[0] if isinstance(data, list) and len(data) == 1 else None
+        if seen is not None and not isinstance(seen, str):
+            return None  # not what a page sends: Gradio's own checks answer it
+        now, changed = self.room.since(seen)
+        if now == seen:
+            return self.skipped
+        if now != self._now:
+            self._now, self._made = now, {}
+        if seen not in self._made:
+            try:
+                values = [wire_value(block, changed[name]) if name in changed else skip
+                          for (name, block), skip in zip(self.outputs, self.skipped[1:])]
+                self._made[seen] = [now, *values]
+            except NotWired:
+                self._made[seen] = None
+            while len(self._made) > 64:  # seen keys are the followers' own: a few per version, bounded anyway
+                del self._made[next(iter(self._made))]
+        return self._made[seen]

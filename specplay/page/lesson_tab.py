@@ -13,7 +13,7 @@ from typing import Callable
 
 import gradio as gr
 
-from specplay.hosting.cancel import answered_first
+from specplay.hosting.cancel import stops_first
 from specplay.lesson.load import Lesson, LessonRecording
 from specplay.page.compare_run import RunPlace, run_comparison, served
 from specplay.page.compare_tab import RUN_OUTPUTS, wire_failed_runs, wire_run_views
@@ -290,8 +290,8 @@ def wire_lesson(tab: Section, compare: Section, tabs, place: RunPlace, lesson: L
     def stop(request: gr.Request):
         place.registry.cancel(session_id(request))
 
-    tab["stop"].click(answered_first(stop, place.registry), api_visibility="private", queue=False,
-                      show_progress="hidden")  # answered before Gradio's thread pool (hosting/cancel.StopFirst)
+    tab["stop"].click(stops_first(stop, place.registry), api_visibility="private", queue=False,
+                      show_progress="hidden")  # answered before Gradio's thread pool (hosting/answered_first.py)
 
     def open_in_compare(index):
         _, step = lesson.step(index)

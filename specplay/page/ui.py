@@ -14,7 +14,8 @@ import gradio as gr
 from specplay.core.paths import BUNDLED_MODELS_DIR, MODELS_DIR, PAGE_DIR, PROJECT_ROOT
 from specplay.page import views
 from specplay.page.bench_tab import bench_tab
-from specplay.hosting.cancel import CancelRegistry, StopFirst
+from specplay.hosting.answered_first import AnsweredFirst, answers_first
+from specplay.hosting.cancel import CancelRegistry
 from specplay.hosting.closing import LoopMarker
 from specplay.page.css import ESC_STOPS_JS
 from specplay.page.compare_run import RunPlace
@@ -144,9 +145,19 @@ def _wire_status(demo: gr.Blocks, header: Section, compare: Section, manager: Pa
         }), **compare.out(tab_values), poll_key: key}
 
     outputs = header.list(HEADER_OUTPUTS) + compare.list(STATUS_OUTPUTS) + [poll_key]
+
+    nothing_new = gradio_internals.skipped(outputs)
+
+    def unchanged(call: dict) -> list | None:
+        """Every page asks once a second and nearly always finds nothing new: answered before Gradio, which
+        would make each of the outputs' components anew to skip it (hosting/answered_first.py)."""
+        data = call.get("data")
+        last = data[0] if isinstance(data, list) and data else None
+        return nothing_new if last == repr(manager.status().key) else None
+
     for trigger in (gr.Timer(1.0).tick, demo.load):  # not queued: a full queue must not stop the status
-        trigger(poll, inputs=poll_key, outputs=outputs, show_progress="hidden", api_visibility="private",
-                queue=False)
+        trigger(answers_first(poll, unchanged), inputs=poll_key, outputs=outputs, show_progress="hidden",
+                api_visibility="private", queue=False)
 
     def status() -> dict:
         s = manager.status()
@@ -206,8 +217,8 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
                                 Middleware(GuardMiddleware),
                                 Middleware(LoopMarker, page=demo),  # closing.close() needs the loop
                                 Middleware(gradio_internals.NoSessionFromUnqueued, page=demo),  # no unqueued call makes a session
-                                # Stop cancels and answers before Gradio's thread pool
-                                Middleware(StopFirst, find=gradio_internals.stop_handlers(demo),
+                                # Stop, and the polls that find nothing new, answered before Gradio
+                                Middleware(AnsweredFirst, find=gradio_internals.first_answers(demo, bool(auth)),
                                            reply=gradio_internals.direct_answer)]
     # uvicorn reads which proxies' X-Forwarded-For it believes when Gradio makes its server, inside launch()
     before = os.environ.get(FORWARDED_ALLOW_IPS)

@@ -74,7 +74,7 @@ def test_killed_engine_is_reported_and_only_it_is_reloaded(app):
 
 def _stop_answers_after_the_reload(client) -> None:
     """Issue 44: after a kill and reload, Stop's request went unanswered for 18 s, until the baseline had
-    finished. Stop is answered before Gradio's handler queue (hosting/cancel.StopFirst): here, on the reloaded
+    finished. Stop is answered before Gradio's handler queue (hosting/answered_first.py): here, on the reloaded
     real engines, a streaming run is stopped short of its 900 tokens. The tight bounds (answer 0.5 s, end 1 s)
     are test_public_page_doors.py's, on a stand-in engine; a loaded 2-core machine may deliver a client's
     frames late, so these leave room, and the measured seconds are printed."""

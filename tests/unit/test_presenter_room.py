@@ -214,6 +214,65 @@ def test_followers_follow_the_presenters_lesson_step(page):
     assert mine["lesson-step"] == presenter["lesson-step"]
 
 
+def _raw(page, fn_index: int, data: list, session: str) -> list:
+    answer = httpx.post(f"{page.url}/gradio_api/run/predict", timeout=30, json={
+        "data": data, "fn_index": fn_index, "session_hash": session, "event_data": None, "trigger_id": None})
+    assert answer.status_code == 200, answer.text
+    return answer.json()["data"]
+
+
+def test_the_polls_answered_before_gradio_are_what_gradio_answers(page, monkeypatch):
+    """A follower's room poll and every page's status poll are answered before Gradio (hosting/answered_first.py:
+    Gradio made every output anew for each, and 32 followers doubled the presenter's run time on 2 cores). The
+    answer, for a late joiner, a follower a few frames behind and one up to date, is Gradio's own, value for
+    value: the same poll handed to Gradio (the mark's answer giving None) answers the same."""
+    queued_call(page.url, page.fns["run"], ["answers", 12, 0.0, "sequential", None], "presenter",
+                params={"presenter": KEY})
+    poll, status = _fn(page.demo, "poll"), _fn(page.demo, "poll", "poll-key")
+    room = page.demo.playground_room
+    up_to_date = room.since(None)[0]
+    room.publish({"badge": "<b>a later frame</b>"})  # one output changed since `up_to_date`
+    status_key = _raw(page, status, ["no key yet"], "s")[-1]  # the status as it stands now
+    asks = {poll: ([None], [up_to_date], [room.since(None)[0]]), status: (["no key yet"], [status_key])}
+    first = {(i, str(d)): _raw(page, i, d, "f") for i, ds in asks.items() for d in ds}
+    gradio = page.demo.fns
+    for i in asks:
+        monkeypatch.setattr(gradio[i].fn, "playground_first", lambda call: None)  # Gradio answers all
+    for (i, d), answer in first.items():
+        data = next(x for x in asks[i] if str(x) == d)
+        assert _raw(page, i, data, "g") == answer, (i, d)
+    nothing_new = first[(poll, str([room.since(None)[0]]))]
+    assert all(_skipped(v) for v in nothing_new)  # every output skipped, the key too
+    changed = first[(poll, str([up_to_date]))]
+    assert changed[0] == room.since(None)[0] and "<b>a later frame</b>" in changed
+    assert sum(not _skipped(v) for v in changed) == 2  # the key and the badge
+
+
+def test_polls_with_nothing_new_never_reach_gradio(page, monkeypatch):
+    """The up-to-date follower's poll and the status poll with the current key are answered without running
+    their handlers (which Gradio would run in its thread pool); a poll with news still gets it."""
+    poll, status = _fn(page.demo, "poll"), _fn(page.demo, "poll", "poll-key")
+    ran = []
+    for i in (poll, status):
+        handler = page.demo.fns[i].fn
+
+        def counted(*args, handler=handler, **kwargs):
+            ran.append(handler)
+            return handler(*args, **kwargs)
+        for mark in ("playground_first", "playground_first_reveals"):
+            setattr(counted, mark, getattr(handler, mark))
+        monkeypatch.setattr(page.demo.fns[i], "fn", counted)
+    key = _raw(page, poll, [None], "f")[0]
+    status_key = _raw(page, status, [""], "f")[-1]
+    ran.clear()
+    for _ in range(20):
+        assert all(_skipped(v) for v in _raw(page, poll, [key], "f"))
+        assert all(_skipped(v) for v in _raw(page, status, [status_key], "f"))
+    assert ran == []
+    page.demo.playground_room.publish({"badge": "news"})
+    assert "news" in _raw(page, poll, [key], "f")
+
+
 @pytest.mark.page
 def test_a_followers_page_updates_in_the_browser_during_the_presenters_run(page, tmp_path):
     """Headless chromium opens the page without the key: it follows. The presenter's run (over HTTP, with the
