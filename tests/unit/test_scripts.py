@@ -58,3 +58,29 @@ def test_failing_engine_free_tests_still_release_the_engine_tests(tmp_path):
     assert "flag: 1" in done.stdout, done.stdout + done.stderr
     assert "1 failed" in done.stdout  # the engine-free log is printed after
     assert done.returncode != 0
+
+
+def test_uv_gets_the_package_sources_pip_is_configured_with(tmp_path):
+    """Set-up installs with uv (scripts/setup.sh), which reads no pip.conf and no PIP_* variable: without
+    scripts/uv_env.py it would ask PyPI alone and miss a machine's wheel folder, extra indexes, constraints and
+    CA bundle (this machine's torch 2.13.0+cpu comes from such a folder). pip's configuration files and
+    variables go through, several values in the separator uv reads, and an unset option not at all."""
+    import os
+    import sys
+
+    config = tmp_path / "pip.conf"
+    config.write_text("[global]\nextra-index-url = file:///srv/a/simple file:///srv/b/simple\ncert = /etc/ca.pem\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update(PIP_CONFIG_FILE=str(config), PIP_FIND_LINKS="/opt/one /opt/two", PIP_CONSTRAINT="/etc/c.txt",
+               PIP_INDEX_URL="https://pypi.example/simple")  # each set here: the machine's own files don't count
+    done = subprocess.run([sys.executable, "scripts/uv_env.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "export UV_INDEX_STRATEGY=unsafe-best-match",
+        "export UV_INDEX_URL=https://pypi.example/simple",
+        "export UV_EXTRA_INDEX_URL='file:///srv/a/simple file:///srv/b/simple'",
+        "export UV_FIND_LINKS=/opt/one,/opt/two",
+        "export UV_CONSTRAINT=/etc/c.txt",
+        "export SSL_CERT_FILE=/etc/ca.pem",
+    ]
