@@ -50,15 +50,9 @@ def suite_pair_layout():
     """The suite's layout for engines started inside this block (read when their settings are made)."""
     from specplay.core.hardware import CORE_LAYOUT_ENV
 
-    saved = os.environ.get(CORE_LAYOUT_ENV)
-    os.environ[CORE_LAYOUT_ENV] = SUITE_PAIR_LAYOUT
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CORE_LAYOUT_ENV, SUITE_PAIR_LAYOUT)
         yield
-    finally:
-        if saved is None:
-            os.environ.pop(CORE_LAYOUT_ENV, None)
-        else:
-            os.environ[CORE_LAYOUT_ENV] = saved
 
 
 class PairPool:
