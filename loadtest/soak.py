@@ -245,13 +245,18 @@ class Soak:
 
 def one_run(c, prompt: str, plan: Plan, kind: str) -> dict:
     """One run of `kind`: {"outcome", "tokens", "error"}."""
+    t0 = time.time()
     job = c.submit(prompt, plan.tokens(kind), 0.0, plan.schedule, api_name="/run")
     if kind != FULL and not wait_streaming(job, plan.run_timeout_s):
         kind = FULL  # finished before it streamed: nothing to stop (read as a full run)
+    # when the client saw the run stream and when Stop was answered, from the submit: where a slow run's time went
+    times = {"streaming_s": round(time.time() - t0, 2)} if kind != FULL else {}
     if kind == ABANDON:
         job.cancel()  # the run is left, never read; the caller closes the session
-        return {"outcome": "abandoned", "tokens": None, "error": None}
+        return {"outcome": "abandoned", "tokens": None, "error": None, **times}
     lost = kind == STOP and not press_stop(c)
+    if kind == STOP:
+        times["stop_answered_s"] = round(time.time() - t0, 2)
     outputs = dict(zip(vis.API_OUTPUTS, job.result(timeout=plan.run_timeout_s)))
     got = vis.outcome(outputs)
     result_ok = not got["error"] and bool(got["baseline"])
@@ -262,7 +267,7 @@ def one_run(c, prompt: str, plan: Plan, kind: str) -> dict:
         outcome = "stopped" if result_ok or got["error"] is None else "error"
     else:
         outcome = "ok" if full else "error"
-    return {"outcome": outcome, "tokens": len(got["baseline"]), "error": got["error"],
+    return {"outcome": outcome, "tokens": len(got["baseline"]), "error": got["error"], **times,
             **({"stop_reply_lost": True} if lost else {})}
 
 

@@ -1,5 +1,6 @@
-"""Recordings on the page (issue 42, 2): a page started with a folder of recordings (the three the project
-ships, made on an H100 with vLLM 0.34, and a truncated one) offers the good ones in a picker, the bad one
+"""Recordings on the page (issue 42, 2): a page started with a folder of recordings (those the project
+ships: three 8B-shaped runs made on an H100 and the GPU default on an H200, vLLM 0.34, and the CPU default's;
+plus a truncated one) offers the good ones in a picker, the bad one
 skipped with one log line; a recording picked through the Gradio API plays as the session's run: the panes
 hold its token streams, its verdict and explanation show, and everything it draws says where it was
 recorded and that its dummy weights' acceptance is synthetic. A real page on a FakePair (its own preset
@@ -23,6 +24,7 @@ from tests.ui_fixtures import ARTIFACTS
 SHIPPED = sorted(p.stem for p in RECORDINGS_DIR.glob("*.json"))
 DFLASH = "rec-dummy-llama8b-dflash"
 CPU = "rec-cpu-smollm2-ngram"  # made by `specplay compare --record` on the CPU pair (docs/results/recordings)
+GPU_DEFAULT = "rec-smollm2-ngram-gpu"  # the GPU default's, real weights, made on an H200 (docs/benchmarks.md)
 LABEL = "recorded on 1× NVIDIA H100 80GB HBM3, vLLM 0.34.0, 2026-12-06"
 # what Gradio's API returns of the play event: its outputs up to the page-only buttons and State
 API_PLAY = PLAY_OUTPUTS[:PLAY_OUTPUTS.index("run_btn")]
@@ -53,8 +55,9 @@ def _text(fragment: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", " ", fragment))
 
 
-def test_the_shipped_recordings_are_four_and_a_truncated_file_is_skipped_with_one_line(folder):
-    assert SHIPPED == [CPU, "rec-dummy-llama8b-dflash", "rec-dummy-llama8b-draft1b-k3", "rec-dummy-llama8b-eagle3-k5"]
+def test_the_shipped_recordings_are_five_and_a_truncated_file_is_skipped_with_one_line(folder):
+    assert SHIPPED == [CPU, "rec-dummy-llama8b-dflash", "rec-dummy-llama8b-draft1b-k3", "rec-dummy-llama8b-eagle3-k5",
+                       GPU_DEFAULT]
     lines = []
     shelf = load_shelf(folder, lines.append)
     assert sorted(shelf) == SHIPPED
@@ -62,6 +65,10 @@ def test_the_shipped_recordings_are_four_and_a_truncated_file_is_skipped_with_on
     for name, shelved in shelf.items():
         if name == CPU:  # real weights: real acceptance, said as made on the CPU with vLLM's CPU build
             assert "recorded on CPU, 2 core(s), vLLM 0.32.0" in shelved.label and "synthetic" not in shelved.label
+            continue
+        if name == GPU_DEFAULT:  # real weights on a GPU: real acceptance
+            assert "recorded on 1× NVIDIA H200, vLLM 0.34.0, 2026-12-07" in shelved.label, shelved.label
+            assert "synthetic" not in shelved.label
             continue
         assert LABEL in shelved.label and "synthetic" in shelved.label
         assert "synthetic acceptance" in shelved.choice
@@ -164,7 +171,7 @@ def test_a_recording_picked_in_a_browser_shows_its_panes_verdict_stepper_and_lab
         cpu = load_shelf(RECORDINGS_DIR, print)[CPU]
         driver.find_element(By.CSS_SELECTOR, "#recording input").click()
         wait.until(lambda d: next((o for o in d.find_elements(By.CSS_SELECTOR, "#recording [role=option]")
-                                   if o.text.startswith("smollm2-ngram")), None)).click()
+                                   if o.text.startswith("smollm2-ngram ·")), None)).click()  # not -gpu's
         wait.until(lambda d: "Identical" in text("#badge") and "recorded on CPU" in text("#badge"))
         wait.until(lambda d: re.search(r"Step \d+ of \d+", text("#stepper-view")))
         words = cpu.recording.run.baseline.text.split()[:4]
