@@ -81,6 +81,26 @@ def test_bench_command_end_to_end(ngram_pair, tmp_path, capsys):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
 
+def test_bench_num_runs_measures_each_setting_that_many_times_on_the_engines(ngram_pair, tmp_path, capsys):
+    """`--num-runs 3` (vllm bench sweep serve's default count) on the real pair: each setting measured three
+    times, every run kept in bench.json with its own speedup, and the row's spread is those runs' (issue 41, 5:
+    each low end measured, not assumed)."""
+    from specplay.bench.report import BenchReport
+    from specplay.cli.main import main
+
+    out = tmp_path / "repeats"
+    assert main(["bench", "--preset", "smollm2-ngram", "--workloads", "rewrite", "--n", "1", "--max-tokens", "12",
+                 "--num-runs", "3", "--no-png", "--out", str(out), "--json"], pair=ngram_pair) == 0
+    printed = capsys.readouterr()
+    assert "6/6 100%" in printed.err  # 3 baseline and 3 speculative batches
+    (row,) = json.loads(printed.out)["rows"]
+    assert row["num_runs"] == 3 and len(row["runs"]) == 3
+    speedups = [r["speedup"] for r in row["runs"]]
+    assert all(s > 0 for s in speedups) and row["speedup_min"] == min(speedups) and row["speedup_max"] == max(speedups)
+    assert row["speedup"] in speedups  # the row is its median run, not an average of them
+    assert [r.speedup for r in BenchReport.load(out).rows[0].runs] == speedups  # read back typed
+
+
 def test_bench_request_rate_sweep_speaks_vllm_bench_serve(ngram_pair, tmp_path, capsys):
     """The open-loop sweep on real CPU engines, with vllm bench serve's flag names: one closed-loop row and
     one per rate, TTFT / TPOT / ITL / e2e percentiles per engine, the rate sentence, the equivalent
