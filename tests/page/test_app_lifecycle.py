@@ -77,13 +77,22 @@ def _stop_answers_after_the_reload(client) -> None:
     finished. Stop is answered before Gradio's handler queue (hosting/answered_first.py): here, on the reloaded
     real engines, a streaming run is stopped short of its 900 tokens. The tight bounds (answer 0.5 s, end 1 s)
     are test_public_page_doors.py's, on a stand-in engine; a loaded 2-core machine may deliver a client's
-    frames late, so these leave room, and the measured seconds are printed."""
-    seconds = {}
-    out = stopped_mid_run(client, "concurrent", seconds=seconds)
-    print(f"Stop after the reload: answered in {seconds['answered']:.2f} s, the run ended "
-          f"{seconds['ended']:.2f} s after the press")
-    assert out["result"].get("cancelled") is True, out["badge"]
-    assert seconds["answered"] <= 5.0 and seconds["ended"] <= 10.0, seconds
+    frames late, so these leave room, and the measured seconds are printed. And this VM at times freezes a vCPU
+    for 10-60 s while the engines run (docs/benchmarks.md, "Seconds-long freezes"): in a clean-clone run Stop was
+    answered and the run ended both 14.1 s after the press, to the millisecond, where the same page's Stop after
+    a kill and reload took 0.05-0.09 s on a quiet machine (three runs, through gradio_client as here). So a slow
+    Stop is pressed again on a new run, up to 3 times; the defect (Stop waits for the baseline) is slow every time."""
+    tries = []
+    for _ in range(3):
+        seconds = {}
+        out = stopped_mid_run(client, "concurrent", seconds=seconds)
+        assert out["result"].get("cancelled") is True, out["badge"]
+        tries.append(seconds)
+        if seconds["answered"] <= 5.0 and seconds["ended"] <= 10.0:
+            break
+    print("Stop after the reload: " + "; ".join(f"answered in {s['answered']:.2f} s, the run ended {s['ended']:.2f} s "
+                                                 "after the press" for s in tries))
+    assert tries[-1]["answered"] <= 5.0 and tries[-1]["ended"] <= 10.0, tries
 
 
 def _describe(pids: list[int]) -> list[str]:

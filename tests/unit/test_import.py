@@ -127,3 +127,34 @@ def test_a_vllm_config_is_read_bounded(tmp_path, capsys):
     config.write_text(f"model: &m {MODEL}\nserved-model-name: *m\nspeculative-config: {NGRAM}\n")
     code, _, err = import_(capsys, "--vllm-config", str(config), "--name", "x")
     assert code == 2 and err.count("\n") == 1 and "aliases" in err and "--vllm-config" in err, err
+
+
+def test_a_users_cpu_serve_line_gives_plan_and_serve_cmd_its_arguments(tmp_path, capsys):
+    """Issue 41, done when 1, up to the engines: the offline model's serve line with --max-num-seqs,
+    --enable-prefix-caching, an fp8 KV cache (which vLLM's CPU engine takes on x86 with AVX-512 or AMX) and
+    --speculative-config becomes a preset; `plan` counts a quarter of float32's KV bytes a token for both
+    engines, and `serve-cmd` gives the line's arguments back. `compare --preset-file` on that preset ran on the
+    CPU engines by hand (docs/cli.md, "specplay import"): a pair start of its own, about a minute of the suite's
+    20."""
+    import shlex
+
+    from specplay.plan.memory import kv_bytes_per_token_by_role
+    from specplay.presets.catalog import get_preset, load_user_file
+    from specplay.presets.offline_model import OFFLINE_MODELS
+
+    model = str(OFFLINE_MODELS["smollm2-135m-instruct"].path)
+    line = (f"vllm serve {model} --dtype float32 --max-model-len 2048 --max-num-seqs 4 --enable-prefix-caching "
+            f"--kv-cache-dtype fp8 --speculative-config {shlex.quote(NGRAM)}")
+    path = tmp_path / "mine.yaml"
+    code, _, err = import_(capsys, "--serve-line", line, "--out", str(path))
+    assert code == 0, err
+    target = yaml.safe_load(path.read_text())["target"]
+    assert {k: target.get(k) for k in ("max_num_seqs", "enable_prefix_caching", "kv_cache_dtype")} == \
+        {"max_num_seqs": 4, "enable_prefix_caching": True, "kv_cache_dtype": "fp8"}, target
+    mine = kv_bytes_per_token_by_role(load_user_file(path), "cpu")
+    shipped = kv_bytes_per_token_by_role(get_preset("smollm2-ngram"), "cpu")
+    assert mine and shipped and all(mine[role] * 4 == shipped[role] for role in shipped), (mine, shipped)
+    capsys.readouterr()
+    assert main(["plan", "--preset-file", str(path), "--ram-gib", "32"]) == 0, capsys.readouterr().err
+    given, back = read_serve_line(line).engine_args, serve_cmd_args(path, capsys)["speculative"]
+    assert {k: back[k] for k in given} == given, (given, back)
