@@ -98,7 +98,7 @@ if __name__ == "__main__":
     queue = ctx.Queue()
     child = ctx.Process(target=report, args=(queue,))
     child.start()
-    spawned = queue.get(timeout=60)
+    spawned = queue.get(timeout=240)
     child.join()
     print(json.dumps({"main": sorted(os.sched_getaffinity(0)), "thread": sorted(os.sched_getaffinity(before.native_id)),
                       "spawned": spawned, "cores_env": os.environ.get("CORES_ENV_NAME"), "usable": list(usable_cores())}))
@@ -112,9 +112,12 @@ def test_pinning_covers_every_thread_and_what_the_process_spawns(tmp_path):
     script.write_text(CHILD.replace("CORES_ENV_NAME", CORES_ENV))
     env = {k: v for k, v in os.environ.items() if k != CORES_ENV}
     env["PYTHONPATH"] = os.getcwd()
-    out = subprocess.run([sys.executable, str(script), str(cores[0])], env=env, capture_output=True, text=True,
-                         timeout=120, check=True).stdout
-    seen = json.loads(out.strip().splitlines()[-1])
+    # generous bounds, and the child's stderr when it fails: this runs while the app server loads vLLM on the
+    # same core (a clean-clone run, 2026-12-07: exit 1 after a check=True that kept the reason to itself)
+    done = subprocess.run([sys.executable, str(script), str(cores[0])], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["main"] == seen["thread"] == seen["spawned"] == [cores[0]]
     # what a page started from here would see: all the cores, not the one this process was narrowed to
     assert seen["usable"] == cores and seen["cores_env"] == ",".join(map(str, cores))
