@@ -91,7 +91,8 @@ def report(queue):
     queue.put(sorted(os.sched_getaffinity(0)))
 
 if __name__ == "__main__":
-    before = threading.Thread(target=time.sleep, args=(2,), daemon=True)
+    held = threading.Event()  # the thread lives until its affinity is read (a 2 s sleep ended first under load)
+    before = threading.Thread(target=held.wait, args=(600,), daemon=True)
     before.start()  # started before pinning: pinned too
     pin_process((int(sys.argv[1]),))
     ctx = mp.get_context("spawn")  # as vLLM starts its engine-core processes
@@ -102,6 +103,7 @@ if __name__ == "__main__":
     child.join()
     print(json.dumps({"main": sorted(os.sched_getaffinity(0)), "thread": sorted(os.sched_getaffinity(before.native_id)),
                       "spawned": spawned, "cores_env": os.environ.get("CORES_ENV_NAME"), "usable": list(usable_cores())}))
+    held.set()
 """
 
 
@@ -113,7 +115,7 @@ def test_pinning_covers_every_thread_and_what_the_process_spawns(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != CORES_ENV}
     env["PYTHONPATH"] = os.getcwd()
     # generous bounds, and the child's stderr when it fails: this runs while the app server loads vLLM on the
-    # same core (a clean-clone run, 2026-12-07: exit 1 after a check=True that kept the reason to itself)
+    # same core (clean-clone runs, 2026-12-07: the child's thread, a 2 s sleep, had ended before it was read)
     done = subprocess.run([sys.executable, str(script), str(cores[0])], env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
