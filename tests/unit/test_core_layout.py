@@ -84,7 +84,7 @@ def test_gpu_engines_pin_nothing():
 
 
 CHILD = """
-import json, multiprocessing as mp, os, sys, threading, time
+import json, multiprocessing as mp, os, sys, threading
 from specplay.core.hardware import detect, pin_process, usable_cores
 
 def report(queue):
