@@ -56,6 +56,15 @@ def rule_k(current_k: int, acceptance_rate: float | None) -> tuple[str, int]:
     return "keep", current_k
 
 
+def _percent(rate: float) -> str:
+    """A whole percent, or one decimal where rounding would land on a threshold the rate is not past: an H100
+    bench printed "50% of drafted tokens accepted (below 50%)" for 49.8%."""
+    shown = round(rate * 100)
+    near = (shown == round(LOWER_BELOW * 100) and rate < LOWER_BELOW) or (shown == round(RAISE_ABOVE * 100)
+                                                                          and rate > RAISE_ABOVE)
+    return f"{rate:.1%}" if near else f"{rate:.0%}"
+
+
 def _level(k: int) -> str:
     return f"k={k} ({LEVELS[k]})" if k in LEVELS else f"k={k}"
 
@@ -107,7 +116,7 @@ def _advice(key: tuple, by_k: dict, preset_k: int, kind: str, async_scheduling: 
     decision = decide({k: by_k[k].speedups for k in timed}) if timed else None
     best = decision.k if decision is not None and decision.k != OFF else current
     speedup = by_k[best].speedup
-    rate_text = f"{rate:.0%} of drafted tokens accepted at k={current}" if rate is not None else f"no drafts at k={current}"
+    rate_text = f"{_percent(rate)} of drafted tokens accepted at k={current}" if rate is not None else f"no drafts at k={current}"
     threshold = {"raise": " (above 70%)", "lower": " (below 50%)", "keep": " (between 50% and 70%)"}[verdict]
     rule = f"the guide's rule says {verdict} to {_level(target)}" if verdict != "keep" else f"the guide's rule says keep {_level(target)}"
     if verdict != "keep" and target == current:

@@ -80,7 +80,8 @@ class DynamicK:
             if worst[1] > 0.005:
                 text += (f" The best single k (k={best_fixed}) gives up {worst[1]:.0%} at {worst[0]} in flight, "
                          "which the schedule keeps.")
-            elif len({k for _, _, k in self.schedule}) == 1 and self.best_everywhere(best_fixed):
+            elif (len({k for _, _, k in self.schedule}) == 1 and best_fixed == self.schedule[0][2]
+                  and self.best_everywhere(best_fixed)):  # the k kept; a faster one kept out by ties: below
                 text += f" One k (k={best_fixed}) is best at every level measured: no schedule needed."
             elif len({k for _, _, k in self.schedule}) == 1:
                 tied = [c for c in sorted(self.speedups) if self.decisions and self.decisions[c].ties]

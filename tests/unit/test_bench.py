@@ -228,3 +228,17 @@ def test_bench_swaps_each_k_once_and_restores_the_presets_engine():
     with pytest.raises(RuntimeError, match="died"):
         list(BenchRun(pair, preset, settings, prompts, cpu, restore=True).run())
     assert pair.swaps == [2, 4] and pair.tag == preset
+
+
+def test_a_rate_just_under_a_threshold_is_not_printed_as_the_threshold():
+    """The H100 bench (docs/results/h100-issue45-bench): 49.8% accepted at k=3 read "50% of drafted tokens
+    accepted at k=3 (below 50%)". The figure now shows the decimal that puts it where the rule put it."""
+    from pathlib import Path
+
+    from specplay.bench.report import BenchReport
+
+    report = BenchReport.load(Path(__file__).resolve().parents[2] / "docs" / "results" / "h100-issue45-bench")
+    at1 = next(a for a in bench_advice.advise(list(report.rows), 3, "draft_model", True) if a.concurrency == 1)
+    assert at1.rule == "lower" and "49.8% of drafted tokens accepted at k=3 (below 50%)" in at1.sentence, at1.sentence
+    at8 = next(a for a in bench_advice.advise(list(report.rows), 3, "draft_model", True) if a.concurrency == 8)
+    assert "55% of drafted tokens accepted at k=3 (between 50% and 70%)" in at8.sentence, at8.sentence

@@ -57,13 +57,13 @@ def test_a_report_saved_loads_back_typed_and_the_same(tmp_path):
 
 @pytest.mark.parametrize("name", sorted(p.parent.name for p in RESULTS.glob("*/bench.json")))
 def test_the_results_of_earlier_versions_load(name):
-    """bench.json files written before the report was typed (environment at the top level, command one
-    string, no serving figures): the docs' results, each one loads with its rows and advice typed."""
+    """The docs' bench.json files, those written before the report was typed (environment at the top level,
+    command one string, no serving figures) and after: each one loads with its rows and advice typed."""
     raw = json.loads((RESULTS / name / "bench.json").read_text())
     report = BenchReport.load(RESULTS / name)
     assert len(report.rows) == len(raw["rows"]) and len(report.advice) == len(raw["advice"])
     command = raw["command"]  # one line, or several after a --replot merge
-    assert report.environment.device == raw["device"]
+    assert report.environment.device == (raw["device"] if "device" in raw else raw["environment"]["device"])
     assert report.command == (tuple(command) if isinstance(command, list) else (command,))
     assert [r.speedup for r in report.rows] == [r["speedup"] for r in raw["rows"]]
     assert [r.model_dump()["ttft_p50_s_speculative"] for r in report.rows] == [

@@ -166,3 +166,18 @@ def test_one_verdict_per_level_in_the_advice_and_the_dynamic_k_line():
     # where one k is fastest at every level, the dynamic-k line still says so
     clean = dynamic_k([r.model_copy(update={"speedup": 1.40}) if (r.concurrency, r.k) == (8, 3) else r for r in rows])
     assert "One k (k=2) is best at every level measured" in clean.sentence()
+
+
+def test_the_h100_bench_where_the_larger_k_is_faster_by_a_tie_at_every_level_names_one_k():
+    """Issue 45, 5, measured (docs/results/h100-issue45-bench, vLLM 0.34 on an H100): k=3 measured 0.6-0.9% faster
+    than k=2 at 1, 8 and 32 in flight, a tie at each, so the rule kept k=2 everywhere and the printed fragment
+    asked for k=2. The line then ended "One k (k=3) is best at every level measured": the k it did not choose."""
+    from specplay.bench.report import BenchReport
+
+    report = BenchReport.load(Path(__file__).resolve().parents[2] / "docs" / "results" / "h100-issue45-bench")
+    dyn = dynamic_k(list(report.rows))
+    assert dyn.best_k == {1: 2, 8: 2, 32: 2} and dyn.fragment["num_speculative_tokens"] == 2
+    assert all(dyn.speedups[c][3] > dyn.speedups[c][2] for c in (1, 8, 32))  # what the table says
+    line = dyn.sentence()
+    assert "best at every level" not in line, line
+    assert "One k (k=2) serves every level" in line and "at 1, 8, 32 in flight" in line, line
