@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import html
-import threading
 import time
 
 import pytest
@@ -112,26 +111,11 @@ def test_a_second_run_of_one_visitor_is_refused_at_once(app):
     assert run(client, REWRITE, max_tokens=8)["result"]["identical"] is True  # the next one is served
 
 
-def test_two_users_at_once_are_served_one_after_the_other(app):
-    results = {}
-
-    def user(name):
-        results[name] = run(app.client(), REWRITE, max_tokens=24)["result"]
-
-    threads = [threading.Thread(target=user, args=(n,)) for n in ("a", "b")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
-    assert set(results) == {"a", "b"}
-    assert results["a"]["identical"] and results["b"]["identical"]
-    assert results["a"]["baseline"]["token_ids"] == results["b"]["baseline"]["token_ids"]
-
-
 def test_visitors_at_once_are_served_in_order_with_their_own_outputs(app):
     """The load test's small version (scripts/load_test.py runs 50): four visitors press Run at nearly the
     same moment, each with its own prompt. No error, every output (both engines') equals that prompt run
-    alone, and the runs start in the order the visitors joined the queue, one at a time."""
+    alone, and the runs start in the order the visitors joined the queue, one at a time. (Two users at once, the
+    same claim with two visitors, was a test of its own: dropped as this one's subset, a run of the suite less.)"""
     from loadtest import visitors
 
     prompts = visitors.visitor_prompts(4)

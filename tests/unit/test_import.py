@@ -133,9 +133,8 @@ def test_a_users_cpu_serve_line_gives_plan_and_serve_cmd_its_arguments(tmp_path,
     """Issue 41, done when 1, up to the engines: the offline model's serve line with --max-num-seqs,
     --enable-prefix-caching, an fp8 KV cache (which vLLM's CPU engine takes on x86 with AVX-512 or AMX) and
     --speculative-config becomes a preset; `plan` counts a quarter of float32's KV bytes a token for both
-    engines, and `serve-cmd` gives the line's arguments back. `compare --preset-file` on that preset ran on the
-    CPU engines by hand (docs/cli.md, "specplay import"): a pair start of its own, about a minute of the suite's
-    20."""
+    engines, and `serve-cmd` gives the line's arguments back. `compare` on the engines started from that
+    preset: tests/engines/test_own_pair_engines.py."""
     import shlex
 
     from specplay.plan.memory import kv_bytes_per_token_by_role
