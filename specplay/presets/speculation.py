@@ -20,6 +20,9 @@ from specplay.presets.methods import MethodFacts, facts_of_kind, kind_named
 from specplay.presets.verifiers import SYNTHETIC, Verifier, verifier_named
 
 K_MIN, K_MAX = 1, 16  # num_speculative_tokens a preset (and a bench's --k) may ask for
+# vLLM's n-gram window where a speculative_config gives neither bound (config/speculative.py, 0.32 and 0.34:
+# "Defaults to prompt_lookup_min if set, otherwise 5"); tests/unit/test_import.py reads it off the installed vLLM
+VLLM_PROMPT_LOOKUP_DEFAULT = 5
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,15 @@ class Speculation(BaseModel):
         return self.verifier.name == SYNTHETIC
 
     @property
+    def prompt_lookup(self) -> tuple[int, int] | None:
+        """(min, max) of a lookup method's n-gram window as vLLM resolves it (None for other methods): a bound
+        left out takes the other's value, both left out vLLM's default. The written keys stay as written."""
+        if not self.facts.lookup:
+            return None
+        lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
+        lo = lo if lo is not None else (hi if hi is not None else VLLM_PROMPT_LOOKUP_DEFAULT)
+        return lo, (hi if hi is not None else lo)
+
+    @property
     def limits(self) -> Limits:
-        lookup = None
-        if self.facts.lookup and self.prompt_lookup_min is not None:
-            lookup = (self.prompt_lookup_min, self.prompt_lookup_max or self.prompt_lookup_min)
-        return Limits(K_MIN, K_MAX, lookup)
+        return Limits(K_MIN, K_MAX, self.prompt_lookup)

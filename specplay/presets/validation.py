@@ -108,10 +108,9 @@ def _check_heterogeneous_vocab(source: Path, spec: Speculation) -> None:
 def _check_speculative_config(source: Path, spec: Speculation, tp: int) -> None:
     """The rules across its keys (the schema typed each one)."""
     _check_heterogeneous_vocab(source, spec)
-    if spec.facts.lookup:
-        lo, hi = spec.prompt_lookup_min, spec.prompt_lookup_max
-        if lo is None or hi is None or lo > hi:
-            _fail(source, "speculative_config.prompt_lookup_min/max", "integers with 1 <= min <= max", (lo, hi))
+    if spec.facts.lookup and spec.prompt_lookup[0] > spec.prompt_lookup[1]:  # left out: vLLM's to fill
+        _fail(source, "speculative_config.prompt_lookup_min/max", "integers with 1 <= min <= max",
+              (spec.prompt_lookup_min, spec.prompt_lookup_max))
     _check_draft(source, spec, tp)
     if spec.synthetic:
         rates, k = spec.synthetic_acceptance_rates, spec.k

@@ -212,8 +212,7 @@ def step_detail(prompt_ids: Sequence[int], side, speculative_config: Speculation
     k = speculative_config.k
     context = list(prompt_ids) + output
     if kind in LOOKUP_METHODS or propose is not None:
-        lo = speculative_config.prompt_lookup_min or 1
-        hi = speculative_config.prompt_lookup_max or lo
+        lo, hi = speculative_config.prompt_lookup or (1, 1)  # vLLM's window, its defaults filled as it fills them
 
         def at(i: int) -> list[int]:
             upto = context[:len(prompt_ids) + i]

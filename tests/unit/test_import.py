@@ -157,3 +157,25 @@ def test_a_users_cpu_serve_line_gives_plan_and_serve_cmd_its_arguments(tmp_path,
     assert main(["plan", "--preset-file", str(path), "--ram-gib", "32"]) == 0, capsys.readouterr().err
     given, back = read_serve_line(line).engine_args, serve_cmd_args(path, capsys)["speculative"]
     assert {k: back[k] for k in given} == given, (given, back)
+
+
+@pytest.mark.parametrize("bounds, window", [({}, (5, 5)), ({"prompt_lookup_max": 3}, (3, 3)),
+                                            ({"prompt_lookup_min": 2}, (2, 2))])
+def test_an_ngram_line_without_its_window_imports_and_the_window_is_vllms(bounds, window, tmp_path, capsys):
+    """`--speculative-config '{"method": "ngram", "num_speculative_tokens": 4}'`, the n-gram line most users
+    write, was refused ("prompt_lookup_min/max: expected integers ..., got (None, None)") though vLLM serves it,
+    filling the window itself. Now the preset keeps the keys as written (serve-cmd gives the line back) and the
+    step replay and the limits read the window vLLM resolves, checked against the installed vLLM's own."""
+    from vllm.config.speculative import SpeculativeConfig
+
+    from specplay.presets.catalog import load_user_file
+
+    spec = json.dumps({"method": "ngram", "num_speculative_tokens": 4, **bounds})
+    line = f"vllm serve {MODEL} --dtype float32 --max-model-len 2048 --speculative-config '{spec}'"
+    path = tmp_path / "mine.yaml"
+    code, _, err = import_(capsys, "--serve-line", line, "--out", str(path))
+    assert code == 0, err
+    preset = load_user_file(path)
+    vllms = SpeculativeConfig(method="ngram", num_speculative_tokens=4, **bounds)
+    assert preset.speculative_config.prompt_lookup == (vllms.prompt_lookup_min, vllms.prompt_lookup_max) == window
+    assert serve_cmd_args(path, capsys)["speculative"]["speculative_config"] == json.loads(spec)  # as written

@@ -221,7 +221,8 @@ def test_ngram_gpu_is_a_gpu_preset_and_needs_lookup_sizes(tmp_path):
     message = _error(tmp_path, "smollm2-ngram-gpu",
                      lambda d: d.update(device="any", pays_off={**d["pays_off"], "cpu": "x" * 40}))
     assert "field 'device'" in message and "GPU only" in message
-    message = _error(tmp_path, "smollm2-ngram-gpu", lambda d: d["speculative_config"].pop("prompt_lookup_min"))
+    message = _error(tmp_path, "smollm2-ngram-gpu",
+                     lambda d: d["speculative_config"].update(prompt_lookup_min=5, prompt_lookup_max=2))
     assert "prompt_lookup_min/max" in message
 
 

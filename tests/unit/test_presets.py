@@ -156,7 +156,8 @@ def _good():
     (lambda d: d.update(temprature=0.5), "temprature", "known fields"),
     (lambda d: d["target"].update(max_model_len="2k"), "target.max_model_len", "int"),
     (lambda d: d["speculative_config"].update(method="eagle33"), "speculative_config.method", "close matches: eagle3"),
-    (lambda d: d["speculative_config"].pop("prompt_lookup_min"), "prompt_lookup_min/max", "1 <= min <= max"),
+    (lambda d: d["speculative_config"].update(prompt_lookup_min=5, prompt_lookup_max=2), "prompt_lookup_min/max",
+     "1 <= min <= max"),
     (lambda d: d["speculative_config"].update(num_speculative_tokens=0), "num_speculative_tokens", "1 to 16"),
     (lambda d: d["memory"].update(baseline_gpu_memory_utilization=0.6, speculative_gpu_memory_utilization=0.6),
      "memory", "0.92 or less"),
@@ -294,7 +295,8 @@ def test_an_ad_hoc_pair_is_validated_like_a_preset(tmp_path):
     assert preset.target.model == f"path:{folder}" and str(folder) in serve_commands(preset)["baseline"]
     for spec, message in (("{method: ngram}", "--speculative-config: not valid JSON"),
                           ("[1, 2]", "expected a JSON object"),
-                          ('{"method": "ngram", "num_speculative_tokens": 3}', "prompt_lookup_min")):
+                          ('{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 4, '
+                           '"prompt_lookup_max": 2}', "prompt_lookup_min")):
         with pytest.raises(PresetError, match=message):
             adhoc_preset(str(folder), spec)
     with pytest.raises(PresetError, match=r"the ad-hoc pair \(--model, --speculative-config\): field 'target.model'"):
