@@ -50,12 +50,16 @@ def test_compare_runs_on_a_preset_imported_from_a_users_serve_line(tmp_path, cap
 
     kv = "fp8" if _cpu_takes_fp8_kv() else "auto"
     ngram = '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
-    line = (f"vllm serve {OFFLINE_MODELS['smollm2-135m-instruct'].path} --dtype float32 --max-model-len 2048 "
+    # the KV space in front, as a CPU user sets it (vLLM's default, 4 GiB an engine, is 8 GiB of the suite's RAM)
+    line = (f"VLLM_CPU_KVCACHE_SPACE=1 vllm serve {OFFLINE_MODELS['smollm2-135m-instruct'].path} --dtype float32 "
+            "--max-model-len 2048 "
             f"--max-num-seqs 4 --enable-prefix-caching --kv-cache-dtype {kv} --speculative-config {shlex.quote(ngram)}")
     path = tmp_path / "mine.yaml"
     assert main(["import", "--serve-line", line, "--out", str(path)]) == 0, capsys.readouterr().err
+    preset = load_user_file(path)
+    assert preset.memory.cpu_kvcache_space_gib == 1
     with suite_pair_layout():
-        pair = open_pair(load_user_file(path))
+        pair = open_pair(preset)
     try:
         pair.start()
         for role in (BASELINE, SPECULATIVE):
