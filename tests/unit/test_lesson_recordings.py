@@ -160,9 +160,14 @@ def test_the_default_lessons_last_step_sets_its_live_figures_beside_the_h100_rec
     rows = {m[0]: m[1:] for m in re.findall(r"<tr><th>([^<]+)</th><td>([^<]*)</td><td>([^<]*)</td></tr>",
                                            html.unescape(beside))}
     live, recorded = last["result"], read_recording(RECORDINGS_DIR / DRAFT1B).run
-    assert rows["speedup"] == (f"{live['speedup']:.2f}×", "1.60×")
-    assert rows["tokens per step (speculative ÷ baseline)"] == (f"{live['tokens_per_step_ratio']:.2f}×", "2.66×")
-    assert rows["step time (speculative ÷ baseline)"] == (f"{live['step_cost_ratio']:.2f}×", "1.66×")
+    # the page rounds the run's own figures; the JSON keeps them to 3 places, so rounding that again can land a
+    # hundredth off (a clean clone: the page's 1.32× for a step-time ratio the JSON has as 1.315)
+    for label, key, there in (("speedup", "speedup", "1.60×"),
+                              ("tokens per step (speculative ÷ baseline)", "tokens_per_step_ratio", "2.66×"),
+                              ("step time (speculative ÷ baseline)", "step_cost_ratio", "1.66×")):
+        here, recorded_figure = rows[label]
+        assert recorded_figure == there and float(here.rstrip("×")) == pytest.approx(live[key], abs=0.0051), \
+            (label, rows[label], live[key])
     assert rows["drafted tokens accepted"][1] == f"{recorded.speculative.acceptance_rate:.0%} (k=3)"
     shown = _text(beside)
     assert "this run, live: smollm2-layerskip-draft on CPU" in shown and "dummy-llama8b-draft1b-k3 on 1× NVIDIA H100" in shown
