@@ -47,3 +47,10 @@ def check_draft_model_statistics(result: dict, k: int, max_tokens: int) -> None:
     tokens_mal = 1 + accepted / decode_steps
     assert abs(tokens_mal - spec["mean_acceptance_length"]) < 0.25, (tokens_mal, spec["mean_acceptance_length"])
     assert 0 < spec["acceptance_rate"] < 1  # a real, imperfect draft
+
+
+def shown_to_2_places(value: float) -> set[str]:
+    """What a page may show, to 2 places, for a figure the run's JSON keeps to 3: the page rounds the unrounded
+    figure, so a JSON 0.975 (from 0.9751 or 0.9749) reads 0.98 or 0.97 there (a clean clone: 0.98× on the page
+    for a JSON 0.975, which formats as 0.97)."""
+    return {f"{value + d:.2f}" for d in (-0.0005, 0.0, 0.0005)}
