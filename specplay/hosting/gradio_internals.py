@@ -11,8 +11,9 @@ import contextvars
 import sys
 
 from specplay.hosting.answered_first import first_answer
-from specplay.hosting.guard import (ADDRESS_FULL, ADDRESS_PENDING, GRACE_CHECKS, GRACE_STEP_S, NOT_READ, ONE_PENDING,
-                                    UNREAD_LIMIT_BYTES, counted_address)
+from specplay.hosting import guard
+from specplay.hosting.guard import (ADDRESS_FULL, ADDRESS_PENDING, NOT_READ, ONE_PENDING, UNREAD_LIMIT_BYTES,
+                                    counted_address)
 from specplay.hosting.rate import makes_no_session
 from specplay.hosting.room import FOLLOWER_REFUSAL
 from specplay.hosting.session import SessionBook
@@ -84,11 +85,11 @@ def limit_pending(queue, local: bool = True, book: SessionBook | None = None) ->
             elif (refusal := book.refusal(body.session_hash, address, stored)) is not None:
                 return False, refusal, "error"
             # a run that has just sent its last output may not have left the queue's books yet: a moment's grace
-            for _ in range(GRACE_CHECKS):
+            for _ in range(guard.GRACE_CHECKS):  # read at each join: a test shortens the grace (guard.GRACE_STEP_S)
                 refusal = _refusal(queue, fn.concurrency_id, body.session_hash, address, local)
                 if refusal is None:
                     break
-                await asyncio.sleep(GRACE_STEP_S)
+                await asyncio.sleep(guard.GRACE_STEP_S)
             else:
                 return False, refusal, "error"  # 400 with the message: the page shows it as it is
         return await push(body, request, username)
