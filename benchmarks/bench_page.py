@@ -40,7 +40,8 @@ def parse_args(argv=None):
     p.add_argument("--preset", default=None, help="preset to load (default: smollm2-ngram)")
     p.add_argument("--rounds", type=int, default=3, help="rounds over the prompts (each: every path once)")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated, from {PATHS + ('direct:concurrent',)}")
+    p.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated, from {PATHS + ('direct:concurrent',)}; "
+                   "a path@S runs it under sys.setswitchinterval(S), e.g. app:sequential@0.0005")
     p.add_argument("--out", default=str(ROOT / "docs" / "results" / "page.json"))
     return p.parse_args(argv)
 
@@ -69,8 +70,17 @@ def app_run(client, prompt: str, max_tokens: int, schedule: str) -> dict:
 
 
 def run_path(path: str, client, pair, prompt: str, request, max_tokens: int) -> dict:
-    kind, schedule = path.split(":")
-    return app_run(client, prompt, max_tokens, schedule) if kind == "app" else direct_run(pair, request, schedule)
+    """`kind:schedule`, or `kind:schedule@S`: the same run under sys.setswitchinterval(S), the longest a thread
+    holds the GIL while another waits (Python's default 0.005 s; the page renders in one thread while the
+    engines' loop thread stamps each chunk in another)."""
+    base, _, interval = path.partition("@")
+    kind, schedule = base.split(":")
+    default = sys.getswitchinterval()
+    sys.setswitchinterval(float(interval) if interval else default)
+    try:
+        return app_run(client, prompt, max_tokens, schedule) if kind == "app" else direct_run(pair, request, schedule)
+    finally:
+        sys.setswitchinterval(default)
 
 
 def _mean(values) -> float | None:
