@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
-# Gradio server, a real headless browser. 18:27 to 23:05 on 2 cores from a clean clone, set-up (1:30) included,
-# nothing else running (2026-12-07, 891 tests: this machine's speed moved by a third that day); runs beside other
+# Gradio server, a real headless browser. 18:27 to 24:50 on 2 cores from a clean clone, set-up (1-1.5 min) included,
+# nothing else running (2026-12-07, 897 tests: this machine's speed moved by a third and more that day); runs beside other
 # work take up to twice as long (docs/benchmarks.md, "How long does the test suite take?").
 #   scripts/test.sh            every test (what CI runs)
 #   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container), 4 pytest-xdist
 #                              workers a file each (most of these tests wait on a page or a fake engine's clock,
-#                              so 4 beat 2 on 2 cores): 2:07 on a quiet machine, 2:48 on a slow one (2026-12-07, 800 tests)
+#                              so 4 beat 2 on 2 cores): 2:05-2:08 on a quiet machine, 2:48 on a slow one (2026-12-07, 806 tests)
 # Other arguments go to pytest (e.g. scripts/test.sh tests/engines -k ngram).
 set -euo pipefail
 cd "$(dirname "$0")/.."
