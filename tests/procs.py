@@ -9,6 +9,17 @@ import stat
 import tempfile
 
 
+def running(pid: int) -> bool:
+    """Alive and not a zombie. A process that ends while it is asked about is gone, not an error (a clean-clone
+    run: psutil.pid_exists said yes, then Process() raised NoSuchProcess)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def zombie_children(pid: int | None = None) -> list[str]:
     """`pid`'s children (default: this process's) in state Z, read from /proc: 'PID NAME' each."""
     pid = os.getpid() if pid is None else pid

@@ -13,7 +13,7 @@ from specplay.engine.vllm_engine import EngineStartError, PromptError
 from specplay.engine.pair import EnginePair
 from specplay.core.events import BASELINE, SPECULATIVE, GenerationRequest, RunFinished, RunStarted, StepEvent
 from tests.checks import check_statistics
-from tests.procs import socket_files, zombie_children
+from tests.procs import running, socket_files, zombie_children
 from tests.prompts import PROMPTS
 
 MAX_TOKENS = 64
@@ -193,7 +193,7 @@ def test_shutdown_leaves_no_engine_process_behind(pair_pool):
     deadline = time.monotonic() + 30
     alive = engine_pids
     while alive and time.monotonic() < deadline:
-        alive = [p for p in engine_pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        alive = [p for p in engine_pids if running(p)]
         time.sleep(0.5)
     assert not alive, f"engine processes still running after shutdown: {alive}"
     assert zombie_children() == []  # reaped by the shutdown, not only when this process exits

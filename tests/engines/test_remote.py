@@ -16,6 +16,7 @@ import pytest
 
 from specplay.core.events import BASELINE, PER_REQUEST, ENGINE_DELTA, SPECULATIVE, GenerationRequest, RunFinished
 from specplay.presets.catalog import get_preset
+from tests.procs import running
 from tests.ui_fixtures import comparison_of
 
 PROMPT = ("Rewrite in formal English: hey, the meeting got moved to thursday because the room was double "
@@ -258,18 +259,7 @@ def test_sigterm_to_launch_ends_the_page_and_both_servers(remote_servers):
     remote_servers.proc.terminate()
     assert remote_servers.proc.wait(timeout=60) == 0
     time.sleep(1)
-    assert not [pid for pid in remote_servers.family if _running(pid)]
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie; a process that ends between the two questions is gone (a clean-clone run:
-    pid_exists said yes, then Process() raised NoSuchProcess)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
+    assert not [pid for pid in remote_servers.family if running(pid)]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from tests.page.page_calls import OUTPUTS, REWRITE, STOP_TOKENS, STORY, run, stopped_mid_run, wait_for, wait_streaming
-from tests.procs import socket_files, zombie_children
+from tests.procs import running, socket_files, zombie_children
 from tests.ui_fixtures import engine_core_pids
 
 STOP_BOUND_S = 10.0  # docker stop's SIGKILL comes 10 s after its SIGTERM
@@ -109,13 +109,6 @@ def _describe(pids: list[int]) -> list[str]:
 
 def _running_after(pids: list[int], seconds: float) -> list[int]:
     """Which of these processes still run (zombies don't count) once they had `seconds` to end."""
-    import psutil
-
-    def running(pid):
-        try:
-            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-        except psutil.Error:
-            return False
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and any(map(running, pids)):
         time.sleep(0.2)
