@@ -26,22 +26,23 @@ def test_json_within_bounds_reads_back_as_written(value):
     assert parse_json(json.dumps(value), "x") == value
 
 
+def _data_or_one_line(parse, text: str) -> None:
+    try:
+        parse(text, "x")
+    except UnreadableInput as exc:
+        assert "\n" not in str(exc) and str(exc).startswith("x: ")
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=200))
 def test_any_text_is_json_data_or_one_line_refusal(text):
-    try:
-        parse_json(text, "x")
-    except UnreadableInput as exc:
-        assert "\n" not in str(exc) and str(exc).startswith("x: ")
+    _data_or_one_line(parse_json, text)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.text(alphabet="[]{}:,-&*ab 1\n\"'!|>", max_size=200))
 def test_any_text_is_yaml_data_or_one_line_refusal(text):
-    try:
-        parse_yaml(text, "x")
-    except UnreadableInput as exc:
-        assert "\n" not in str(exc) and str(exc).startswith("x: ")
+    _data_or_one_line(parse_yaml, text)
 
 
 @settings(max_examples=30, deadline=None)
