@@ -41,7 +41,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3, help="rounds over the prompts (each: every path once)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--paths", default=",".join(PATHS), help=f"comma-separated, from {PATHS + ('direct:concurrent',)}; "
-                   "a path@S runs it under sys.setswitchinterval(S), e.g. app:sequential@0.0005")
+                   "a path@S runs it under sys.setswitchinterval(S), e.g. app:sequential@0.0002 (the page sets 0.001)")
     p.add_argument("--out", default=str(ROOT / "docs" / "results" / "page.json"))
     return p.parse_args(argv)
 
@@ -71,8 +71,8 @@ def app_run(client, prompt: str, max_tokens: int, schedule: str) -> dict:
 
 def run_path(path: str, client, pair, prompt: str, request, max_tokens: int) -> dict:
     """`kind:schedule`, or `kind:schedule@S`: the same run under sys.setswitchinterval(S), the longest a thread
-    holds the GIL while another waits (Python's default 0.005 s; the page renders in one thread while the
-    engines' loop thread stamps each chunk in another)."""
+    holds the GIL while another waits (page/ui.launch sets 0.001 s for this whole process, against Python's
+    0.005 s; the page renders in one thread while the engines' loop thread stamps each chunk in another)."""
     base, _, interval = path.partition("@")
     kind, schedule = base.split(":")
     default = sys.getswitchinterval()
