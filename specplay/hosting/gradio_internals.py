@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import sys
 
 from specplay.hosting.answered_first import first_answer
@@ -26,6 +27,10 @@ NEEDED = (
     ("gradio.server_messages", "ProcessCompletedMessage"),
 )
 QUEUE_FIELDS = ("event_queue_per_concurrency_id", "active_jobs", "pending_messages_per_session", "blocks")
+# launch()'s private `_frontend`: its only use is the check that HEADs the page's own URL after the server
+# answered, with a 3 s timeout whose expiry raises "When localhost is not accessible, a shareable link must be
+# created" (seen on a loaded 2-core machine, 2026-12-07)
+NO_SELF_CHECK = {"_frontend": False}
 
 
 class GradioInternalsChanged(RuntimeError):
@@ -48,6 +53,8 @@ def check(queue=None) -> None:
         except (ImportError, AttributeError):
             missing.append(f"{module}.{path}")
     missing += [f"Queue.{name}" for name in QUEUE_FIELDS if queue is not None and not hasattr(queue, name)]
+    launch_args = inspect.signature(gradio.Blocks.launch).parameters
+    missing += [f"Blocks.launch({name}=)" for name in NO_SELF_CHECK if name not in launch_args]
     if missing:
         raise GradioInternalsChanged(
             f"Gradio {gradio.__version__} lacks what the page's visitor limits hook into ({', '.join(missing)}); "

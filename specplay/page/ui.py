@@ -231,6 +231,10 @@ def launch(demo: gr.Blocks, host: str, port: int, share: bool = False, auth: tup
                            # Gradio's run history (/gradio_api/runs, /run-history/*): off, as every route the
                            # page doesn't use; a run is shared by the page's own links (page/share.py)
                            run_history=False,
+                           # Gradio's own localhost check (one HEAD, 3 s timeout) off: on a loaded machine it times
+                           # out and launch raises "a shareable link must be created"; the server has already
+                           # answered Gradio's startup request by then (hosting/gradio_internals.NO_SELF_CHECK)
+                           **gradio_internals.NO_SELF_CHECK,
                            state_session_capacity=session_capacity,  # see PageSettings.session_capacity
                            allowed_paths=list(getattr(demo, "playground_file_dirs", [])) or None)
     finally:  # the server is made by now (a blocking launch returns only when it stops)
