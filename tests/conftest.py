@@ -229,6 +229,8 @@ def pytest_runtest_setup(item):
 
         item.config._playground_needs_app = False  # once
         start_shared_app()
+    if suite_order(item)[0] >= 2 and not getattr(item.config, "_playground_launch_started", False):
+        _launch_when_the_pool_is_done(item)
     if suite_order(item)[:2] == (1, 1) and not getattr(item.config, "_playground_pool_started", False):
         # the app's tests are done (its last one stopped it): the in-process pairs' first preset loads
         # behind the browser tests on stand-in pairs
@@ -240,3 +242,26 @@ def pytest_runtest_setup(item):
 
             stop_shared_app()
             _POOL.start_early(PAIR_FIXTURES[first])
+
+
+POOL_FIXTURES = {*PAIR_FIXTURES, "pair_pool"}
+
+
+def _launch_when_the_pool_is_done(item) -> None:
+    """The remote tests' `specplay launch` starts as soon as no test left uses the in-process pool (the pool's
+    shutdown test is done: the launch's sockets can't land in its temp-folder check), beside the tests that
+    start engines of their own (tests/launched.py says why)."""
+    rest = item.session.items[item.session.items.index(item):]
+    uses = [set(getattr(later, "fixturenames", ())) for later in rest]
+    remote = [names for names in uses if "remote_servers" in names]
+    if remote and not any(names & POOL_FIXTURES for names in uses if "remote_servers" not in names):
+        from tests import launched
+
+        item.config._playground_launch_started = True
+        launched.start_early()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from tests import launched
+
+    launched.stop_early()  # one started early that no test took

@@ -23,6 +23,11 @@ CPU_ENV = {"VLLM_USE_AOT_COMPILE": "0", "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": 
 # Set (to 1) by the test suite: CPU engines skip torch.compile (enforce_eager) and start in about half the
 # time, with the same tokens (a test holds a compiled engine to that). The page itself runs them compiled.
 CPU_EAGER_ENV = "PLAYGROUND_CPU_EAGER"
+# With it, torch.compile is off in the engines' processes too: under enforce_eager vLLM still compiles a few
+# sampling helpers, a C++ build in each engine's first steps (4 s of a pair's 44 s start on 2 cores,
+# 2026-12-07, the same tokens). Like CPU_ENV, the playground's own: left out of the serve lines.
+CPU_EAGER_EXTRA_ENV = {"TORCH_COMPILE_DISABLE": "1"}
+NOT_SERVED_ENV = (*CPU_ENV, *CPU_EAGER_EXTRA_ENV)
 # A preset's model_runner, as vLLM reads it (lazily, from the environment, when it builds the config).
 MODEL_RUNNER_ENV = "VLLM_USE_V2_MODEL_RUNNER"
 MODEL_RUNNER_VALUES = {"v1": "0", "v2": "1"}
@@ -59,7 +64,7 @@ def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
         args["load_format"] = t.load_format
     if t.quantization:
         args["quantization"] = t.quantization
-    if t.enforce_eager or (hardware.device == "cpu" and os.environ.get(CPU_EAGER_ENV) == "1"):
+    if t.enforce_eager or _cpu_eager(hardware):
         args["enforce_eager"] = True
     if preset.prompt_input == "token_ids":
         args["skip_tokenizer_init"] = True
@@ -69,6 +74,11 @@ def _engine_args(preset: Preset, role: str, hardware: Hardware) -> dict:
     if role == SPECULATIVE:
         args["speculative_config"] = _vllm_keys(preset, resolve_model)
     return args
+
+
+def _cpu_eager(hardware: Hardware) -> bool:
+    """The suite's shortcut (CPU_EAGER_ENV) on a CPU."""
+    return hardware.device == "cpu" and os.environ.get(CPU_EAGER_ENV) == "1"
 
 
 def _vllm_keys(preset: Preset, name_model) -> dict:
@@ -95,7 +105,8 @@ def _engine_env(preset: Preset, role: str, hardware: Hardware) -> dict:
     bind = dict(zip((BASELINE, SPECULATIVE), split_cores(hardware.cpu_cores)))[role]
     if bind is not None:  # None (core layout "off"): vLLM's own binding, or the operator's
         env = {"VLLM_CPU_OMP_THREADS_BIND": bind, **env}
-    return {**CPU_ENV, "VLLM_CPU_KVCACHE_SPACE": str(preset.memory.cpu_kvcache_space_gib), **env}
+    extra = CPU_EAGER_EXTRA_ENV if _cpu_eager(hardware) else {}
+    return {**CPU_ENV, **extra, "VLLM_CPU_KVCACHE_SPACE": str(preset.memory.cpu_kvcache_space_gib), **env}
 
 
 def engine_settings(preset: Preset, hardware: Hardware | None = None) -> tuple[EngineSettings, EngineSettings]:
@@ -173,7 +184,7 @@ def serve_line(preset: Preset, role: str, hardware: Hardware | None = None,
     hardware = _serve_hardware(preset, hardware)
     args = _engine_args(preset, role, hardware)
     env = _engine_env(preset, role, hardware)
-    for key in CPU_ENV:  # workarounds of the playground's, not part of the lesson
+    for key in NOT_SERVED_ENV:  # the playground's workarounds and shortcut, not part of the lesson
         env.pop(key, None)
     args.pop("model")
     if role == SPECULATIVE:

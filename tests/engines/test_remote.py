@@ -31,64 +31,14 @@ def test_reference_run_on_the_in_process_pair(ngram_pair):
     REFERENCE.update(tokens=c.baseline.token_ids, counters=c.counters)
 
 
-class Launched:
-    """`specplay launch` running: its output so far (read by a thread, so the page never blocks on a full
-    pipe), the two servers' URLs and processes, the page's URL, and every process it started."""
-
-    def __init__(self, page_port: int, server_ports: tuple[int, int]):
-        import threading
-
-        self.page_url = f"http://127.0.0.1:{page_port}/"
-        self.urls = {BASELINE: f"http://127.0.0.1:{server_ports[0]}", SPECULATIVE: f"http://127.0.0.1:{server_ports[1]}"}
-        self.proc = subprocess.Popen([sys.executable, "-m", "specplay", "launch", "--preset", "smollm2-ngram",
-                                      "--port", str(page_port), "--server-ports", ",".join(map(str, server_ports))],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        self.lines: list[str] = []
-        threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
-        self.servers: dict = {}
-        self.family: list[int] = []
-
-    def wait_ready(self, timeout: float = 600.0) -> "Launched":
-        import time
-
-        import httpx
-        import psutil
-
-        deadline, health = time.monotonic() + timeout, None
-        while time.monotonic() < deadline and health != 200:
-            assert self.proc.poll() is None, "".join(self.lines[-40:])
-            try:
-                health = httpx.get(f"{self.page_url}health", timeout=5).status_code
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        assert health == 200, "".join(self.lines[-40:])  # the page's pair (the two servers) is ready
-        children = psutil.Process(self.proc.pid).children(recursive=True)
-        servers = [p for p in children if "vllm.entrypoints.openai.api_server" in " ".join(p.cmdline())]
-        ports = {p.pid: next(c.laddr.port for c in p.net_connections("tcp") if c.status == "LISTEN") for p in servers}
-        self.servers = {role: next(p for p in servers if f":{ports[p.pid]}" in url) for role, url in self.urls.items()}
-        self.family = [self.proc.pid] + [p.pid for p in children]
-        return self
-
-    def pids(self) -> dict[str, list[int]]:
-        return {role: [p.pid] for role, p in self.servers.items()}
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=60)
-
-
 @pytest.fixture(scope="module")
 def remote_servers(pair_pool, fresh_cache_launch):
-    """The module's servers: `specplay launch` as a user runs it (two servers, then the page on them)."""
-    from tests.conftest import suite_pair_layout
-    from tests.ui_fixtures import free_port, stop_shared_app
+    """The module's servers: `specplay launch` as a user runs it (two servers, then the page on them), started
+    early beside the own-pair test where it ran (conftest's pytest_runtest_setup, tests/launched.py)."""
+    from tests import launched as launches
 
     pair_pool.close()  # one set of engines on the cores at a time
-    stop_shared_app()
-    with suite_pair_layout():  # what the launched servers' workers get: a core each (conftest says why)
-        launched = Launched(free_port(), (free_port(), free_port()))
+    launched = launches.take()
     try:
         yield launched.wait_ready()
     finally:

@@ -12,9 +12,9 @@ import yaml
 from specplay.presets import offline_model
 from specplay.core.hardware import Hardware, split_cores
 from specplay.core.paths import PRESETS_DIR
-from specplay.presets.engines import serve_line, serve_model, serve_notes, serve_text
+from specplay.presets.engines import NOT_SERVED_ENV, serve_line, serve_model, serve_notes, serve_text
 from specplay.presets.catalog import (
-    CPU_ENV, PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
+    PresetError, availability, engine_settings, load_file, load_presets, serve_commands,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,8 +98,27 @@ def test_every_serve_line_parses_with_vllms_own_cli(hardware):
             if role == "baseline":
                 assert parsed.speculative_config is None
             for key, value in settings[role].env.items():
-                if key not in CPU_ENV:
+                if key not in NOT_SERVED_ENV:
                     assert env[key] == value
+
+
+@pytest.mark.parametrize("eager", ["1", None])
+def test_the_suites_eager_shortcut_turns_torch_compile_off_in_cpu_engines_only(monkeypatch, eager):
+    """PLAYGROUND_CPU_EAGER=1 (the suite's): enforce_eager and TORCH_COMPILE_DISABLE in both CPU engines'
+    settings (vLLM compiles sampling helpers even eager), never on a GPU, never in a serve line."""
+    from specplay.presets.engines import CPU_EAGER_ENV
+
+    if eager:
+        monkeypatch.setenv(CPU_EAGER_ENV, eager)
+    else:
+        monkeypatch.delenv(CPU_EAGER_ENV, raising=False)
+    preset = load_presets()["smollm2-ngram"]
+    for settings in engine_settings(preset, CPU):
+        assert (settings.env.get("TORCH_COMPILE_DISABLE") == "1") is bool(eager), settings.env
+        assert settings.engine_args.get("enforce_eager", False) is bool(eager)
+    gpu_preset = next(p for p in load_presets().values() if p.device == "gpu")
+    assert all("TORCH_COMPILE_DISABLE" not in s.env for s in engine_settings(gpu_preset, GPU))
+    assert not any("TORCH_COMPILE_DISABLE" in line for line in serve_commands(preset, CPU).values())
 
 
 def test_cpu_engines_are_pinned_to_different_cores_from_three_on():
