@@ -243,8 +243,35 @@ class Soak:
             vis.close_client(c)
 
 
+REFUSED_WHILE_PENDING = 400  # the page's answer to a join while the session's run is pending (guard.ONE_PENDING)
+
+
 def one_run(c, prompt: str, plan: Plan, kind: str) -> dict:
-    """One run of `kind`: {"outcome", "tokens", "error"}."""
+    """One run of `kind`: {"outcome", "tokens", "error"}. A run gradio_client lost at its submit is submitted
+    again once the page takes the session's next run (`submit_lost` in the record).
+
+    The loss is press_stop's race, hit by a run's own submit (a clean-clone run, 2026-12-07: a run cancelled
+    0.1 s after its submit, the same visitor's next join refused with 400 while the page still ran the first):
+    gradio_client registered the run on an event stream the page was closing, and that close cancelled the job
+    client-side. The page had the run and ran it unread; its next join from the session is refused until then."""
+    import httpx
+
+    deadline, lost = time.time() + plan.run_timeout_s, False
+    while True:
+        try:
+            record = _one_run(c, prompt, plan, kind)
+            return {**record, "submit_lost": True} if lost else record
+        except concurrent.futures.CancelledError:
+            if lost or time.time() > deadline:  # a second loss is no race: reported
+                raise
+            lost = True
+        except httpx.HTTPStatusError as exc:  # the lost run still pending on the page: its turn comes
+            if not lost or exc.response.status_code != REFUSED_WHILE_PENDING or time.time() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+def _one_run(c, prompt: str, plan: Plan, kind: str) -> dict:
     t0 = time.time()
     job = c.submit(prompt, plan.tokens(kind), 0.0, plan.schedule, api_name="/run")
     if kind != FULL and not wait_streaming(job, plan.run_timeout_s):

@@ -63,3 +63,49 @@ def test_the_samplers_folder_counts_skip_a_folder_that_cannot_be_listed(tmp_path
     os.close(fd)
     assert soak.tree_bytes(tmp_path) == (5, 1)
     assert 2 <= soak.entries(tmp_path) <= 21  # the file and the folders that could be listed
+
+
+def test_a_run_lost_at_its_submit_is_submitted_again_once_the_page_takes_it():
+    """gradio_client's stream-close race at a run's submit (a clean-clone soak, 2026-12-07): the job cancelled
+    client-side while the page ran it, then the session's next join refused (400) until that run ended. The
+    soak submits it again and records the loss, instead of two exceptions. A scripted client, the same replies."""
+    import concurrent.futures
+
+    import httpx
+
+    from loadtest import visitors as vis
+
+    done = {"result": {"baseline": {"token_ids": [1, 2]}, "speculative": {"token_ids": [1, 2]}, "identical": True}}
+    outputs = [done.get(name) for name in vis.API_OUTPUTS]
+    refused = httpx.HTTPStatusError("400", request=httpx.Request("POST", "http://page/gradio_api/queue/join"),
+                                    response=httpx.Response(soak.REFUSED_WHILE_PENDING))
+
+    class Job:
+        def __init__(self, reply):
+            self.reply = reply
+
+        def result(self, timeout=None):
+            if isinstance(self.reply, BaseException):
+                raise self.reply
+            return self.reply
+
+    class Client:
+        def __init__(self, replies):
+            self.replies = replies
+
+        def submit(self, *args, api_name=None):
+            reply = self.replies.pop(0)
+            if isinstance(reply, httpx.HTTPStatusError):
+                raise reply
+            return Job(reply)
+
+    plan = soak.Plan(run_timeout_s=30)
+    client = Client([concurrent.futures.CancelledError(), refused, outputs])
+    record = soak.one_run(client, "hello", plan, soak.FULL)
+    assert record["outcome"] == "ok" and record["submit_lost"] is True and not client.replies
+    twice = Client([concurrent.futures.CancelledError(), concurrent.futures.CancelledError()])
+    try:
+        soak.one_run(twice, "hello", plan, soak.FULL)
+        raise AssertionError("a second loss must be reported")
+    except concurrent.futures.CancelledError:
+        pass
