@@ -35,10 +35,13 @@ def zombie_children(pid: int | None = None) -> list[str]:
     return found
 
 
-def socket_files(folder) -> list[str]:
-    """Every socket file under `folder` (vLLM's ipc:// endpoints), at any depth."""
+def socket_files(folder, depth: int | None = None) -> list[str]:
+    """Every socket file under `folder` (vLLM's ipc:// endpoints), at any depth or down to `depth` levels."""
     found = []
-    for root, _, names in os.walk(folder):
+    for root, dirs, names in os.walk(folder):
+        below = os.path.relpath(root, folder)
+        if depth is not None and (0 if below == os.curdir else below.count(os.sep) + 1) >= depth - 1:
+            dirs.clear()  # the files here are the last level looked at
         for name in names:
             try:
                 if stat.S_ISSOCK(os.lstat(os.path.join(root, name)).st_mode):

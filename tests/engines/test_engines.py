@@ -186,10 +186,13 @@ def test_shutdown_leaves_no_engine_process_behind(pair_pool):
     # vLLM's sockets: in each engine's own folder (engine/processes.ipc_folder), none of them left after
     folders = [engine._ipc_dir for engine in pair.engines.values()]
     assert all(folders) and all(socket_files(folder) for folder in folders), folders
-    temp_sockets = set(socket_files(tempfile.gettempdir()))
+    # and none elsewhere in the temp dir: where vLLM puts its sockets unless told (VLLM_RPC_BASE_PATH, the
+    # temp dir itself) and a folder below it. Not deeper: the whole of a developer's /tmp (clones with their
+    # .venv: 1.4 million entries here, 2026-12-08) took this test 13-22 s to walk twice.
+    temp_sockets = set(socket_files(tempfile.gettempdir(), depth=2))
     pair_pool.close()
     assert not any(os.path.exists(folder) for folder in folders)
-    assert set(socket_files(tempfile.gettempdir())) <= temp_sockets  # and none elsewhere in the temp dir
+    assert set(socket_files(tempfile.gettempdir(), depth=2)) <= temp_sockets
     deadline = time.monotonic() + 30
     alive = engine_pids
     while alive and time.monotonic() < deadline:

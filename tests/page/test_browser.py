@@ -32,8 +32,8 @@ XSS_PROMPT = ("Repeat the following text exactly, character for character, and n
               "<script>window.__pwned=1</script> <img src=x onerror=\"window.__pwned=2\">")
 
 
-@pytest.fixture(scope="module")  # quits between this module's tests on ngram and its last one: no chromium
-def browser():                    # drawing the page while test_app_e2e reloads and switches the engines
+@pytest.fixture(scope="module")  # one a module: it quits after this module's tests, so no chromium draws
+def browser():                    # the page while test_app_lifecycle reloads an engine
     profile = tempfile.mkdtemp(prefix="playground-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -214,19 +214,6 @@ def test_a_visitor_waiting_sees_their_place_in_the_queue(page, app):
     assert "queue" not in page.find_element(By.CSS_SELECTOR, "#badge").text
 
 
-def _switch(app, preset: str) -> None:
-    client = app.client()
-    client.predict(preset, api_name="/switch_preset")
-    deadline = time.monotonic() + 400
-    while time.monotonic() < deadline:
-        status = client.predict(api_name="/status")
-        if status["preset"] == preset and status["state"] in ("ready", "error"):
-            assert status["state"] == "ready", status
-            return
-        time.sleep(2)
-    raise AssertionError(f"{preset} not ready")
-
-
 def _explanation(page) -> tuple[str, list]:
     WebDriverWait(page, 30).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#explain .why-sentence"))
     return (page.find_element(By.CSS_SELECTOR, "#explain .why-sentence").text,
@@ -253,31 +240,3 @@ def test_explanation_after_a_rewrite_run_follows_its_measured_factors(page):
     assert "speculative: async scheduling off" in page.find_element(By.CSS_SELECTOR, "#explain .async").text
     assert "Where smollm2-ngram pays on a CPU" in page.find_element(By.CSS_SELECTOR, "#explain").text
     screenshot(page, "explain_winning.png")
-
-
-@pytest.mark.order(3)  # the app's last test: after test_app_e2e's switch to this preset (then a no-op here)
-def test_explanation_after_a_losing_run(page, app):
-    from specplay.page.inputs import EXAMPLES
-
-    # the layer-skipped draft costs most of a target step per pass: a loss (0.5-0.7x measured)
-    _switch(app, "smollm2-layerskip-draft")
-    page.refresh()
-    WebDriverWait(page, 120).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#run")
-                                   and d.find_element(By.CSS_SELECTOR, "#run").is_enabled())
-    set_prompt(page, EXAMPLES["chat"])
-    # 96, not 48: at 48 on loaded cores (a clean-clone run beside browser probes, 2026-12-03) the interval was
-    # 0.60-1.05x and the page rightly said "within noise"
-    set_max_tokens(page, 96)
-    run_and_wait(page)
-    sentence, factors = _explanation(page)
-    # the step-time and speedup cards show the loss whichever sentence the run's noise allows
-    assert "bad" in factors[1].get_attribute("class") and "bad" in factors[2].get_attribute("class")
-    if sentence.startswith("Within noise"):
-        # beside a CPU hog (the suite's loaded run, 2026-12-03) it measured 0.89x, interval 0.74-1.05x: the page
-        # rightly won't call that a loss. It must still be a loss measured, with an interval that holds 1x.
-        point = float(re.search(r"Within noise \(([\d.]+)×\)", sentence).group(1))
-        assert point < 1.0 and "holds 1×" in sentence, sentence
-    else:
-        assert sentence.startswith(("Steps are too expensive", "Both factors lose")), sentence
-        assert "draft is slow relative to the target" in sentence
-    screenshot(page, "explain_losing.png")
