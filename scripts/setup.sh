@@ -84,8 +84,8 @@ if [ ! -f "$stamp" ] || ! grep -qxF "$want" "$stamp"; then
 fi
 
 # The offline models (specplay prepare: a GGUF converted, a draft's tokenizer trained), built while the
-# bytecode below compiles: the build runs on one core (39 s of CPU on 2 cores, 2026-12-08), compileall on
-# every core, and apart they took 38 s and 51 s one after the other.
+# bytecode below compiles: the build runs on one core, compileall on every core; with the compile, one after
+# the other 48-52 s on 2 cores, beside each other 40-42 s (2026-12-08, docs/benchmarks.md).
 stage "building the offline models if missing (specplay prepare), in the background ..."
 .venv/bin/python -m specplay prepare >/dev/null &
 prepare_pid=$!
@@ -95,7 +95,7 @@ prepare_pid=$!
 # each test's) compiled vLLM, torch and Gradio afresh: `import vllm, torch, gradio` took 47 s on 2 cores
 # instead of 17. compileall skips what is up to date; it fails on a few packages' non-Python data files.
 # Not the packages' own test suites (a `tests` folder: 3,096 of the CPU set's 25,881 files, pandas' 1,143 the
-# most), which nothing imports.
+# most), which nothing imports: 29-30 s instead of 35-36.
 if [ ! -f "$bytecode" ]; then
   stage "compiling .venv's Python files to bytecode (once, a few minutes on 2 cores) ..."
   site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

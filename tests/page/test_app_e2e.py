@@ -78,19 +78,16 @@ def test_bad_inputs_show_a_message_and_engines_keep_serving(app):
     assert run(client, REWRITE, max_tokens=16)["result"]["identical"] is True
 
 
-@pytest.mark.parametrize("schedule", ["concurrent", "sequential"])
-def test_stop_during_run_then_both_engines_serve_the_next_run(app, schedule):
-    """Sequential: stopped during the baseline's turn, the speculative engine never starts (it used to run
-    to max tokens after the stop)."""
+def test_stop_during_run_then_both_engines_serve_the_next_run(app):
+    """The page's schedule (sequential): stopped during the baseline's turn, the speculative engine never
+    starts (it used to run to max tokens after the stop). Stop under the concurrent schedule is the pair's
+    cancel, the same call from the page: tests/engines/test_engines.py stops both engines mid-run there and
+    runs the pair again (a page test of it here cost 6-35 s of the suite, a 900-token run a late Stop let go on)."""
     client = app.client()
-    out = stopped_mid_run(client, schedule)
+    out = stopped_mid_run(client, "sequential")
     result = out["result"]
     assert result.get("cancelled") is True and len(result["baseline"]["token_ids"]) > 0
-    # at the same time the speculative engine, faster, may already have reached the limit (seen on a clean
-    # clone: 501 and 900), but never a token past it
-    assert len(result["speculative"]["token_ids"]) <= STOP_TOKENS
-    if schedule == "sequential":
-        assert result["speculative"]["token_ids"] == [] and "nothing to compare yet" in out["badge"]
+    assert result["speculative"]["token_ids"] == [] and "nothing to compare yet" in out["badge"]
     assert "Stopped" in out["badge"]
     after = run(client, REWRITE, max_tokens=32)["result"]  # both engines serve the next run
     assert after["identical"] is True and len(after["baseline"]["token_ids"]) > 5
