@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
-# Gradio server, a real headless browser. 18:27 to 24:50 on 2 cores from a clean clone, set-up (1-1.5 min) included,
-# nothing else running (2026-12-07, 897 tests: this machine's speed moved by a third and more that day); runs beside other
-# work take up to twice as long (docs/benchmarks.md, "How long does the test suite take?").
+# Gradio server, a real headless browser. 18:17 and 20:22 on 2 cores from a clean clone, set-up (about a minute)
+# included, nothing else running (2026-12-08, 897 tests; 18:09 to 24:33 the day before, more tests: this machine's speed
+# moves by a third and more); runs beside other work take up to twice as long (docs/benchmarks.md, "How long does
+# the test suite take?").
 #   scripts/test.sh            every test (what CI runs)
 #   scripts/test.sh --quick    the tests without engines or a server (tests/unit, tests/container), 4 pytest-xdist
 #                              workers a file each (most of these tests wait on a page or a fake engine's clock,
