@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up (first time only) and run the test suite on the CPU: real vLLM engines on the offline model, a real
-# Gradio server, a real headless browser. 17:36 to 18:32 (20:22 with a timing plugin) on 2 cores from a clean clone, set-up (about a minute)
-# included, nothing else running (2026-12-08, 897 tests; 18:09 to 24:33 the day before, more tests: this machine's speed
+# Gradio server, a real headless browser. 17:36 to 18:32 on 2 cores from a clean clone (three runs), set-up (about a
+# minute) included, nothing else running (2026-12-08, 897 tests; 18:09 to 24:33 the day before: this machine's speed
 # moves by a third and more); runs beside other work take up to twice as long (docs/benchmarks.md, "How long does
 # the test suite take?").
 #   scripts/test.sh            every test (what CI runs)
