@@ -22,8 +22,8 @@ from tests.page.page_calls import STORY
 # client only at 36 s, after all 384), and a 384-token run then held the queue ~25 s: 160 bound it.
 # 24 runs (50 took 98-111 s of the suite, 30 took 113-143 s on a slower day): warm after 12, sampled every 6.
 # The 17 full runs ask for 4 tokens: what the soak measures (memory, descriptors, threads, files) comes per run
-# (its frames, charts, tables, history row and run file), not per token, and a token costs both engines
-# 50-100 ms on these cores (12 tokens: ~2.7 s a run through the page, 4: ~1.3 s; 2026-12-08).
+# (its frames, charts, tables, history row and run file), not per token. A run through the page, alternating
+# on one app with nothing else running (2026-12-08): 12 tokens 1.93-2.25 s, 4 tokens 0.89-1.19 s.
 PLAN = soak.Plan(runs=24, visitors=3, max_tokens=4, interrupted_tokens=160, interrupted_prompt=STORY,
                  sample_every=6, warmup_runs=12, run_timeout_s=120)
 
